@@ -277,3 +277,51 @@ def test_modified_error_names_numbered_nodes_as_torch(name):
         y.mul_(2)
         y.sum().backward()
     assert _same_outcome(fn)[0] == "RuntimeError"
+
+
+# --- in-place activations: their nodes' names and saved results ----------------------------
+
+ACTS = {
+    "elu": lambda lib, t, ip: lib.nn.functional.elu(t, inplace=ip),
+    "elu_": lambda lib, t, ip: lib.nn.functional.elu_(t) if ip else lib.nn.functional.elu(t),
+    "selu": lambda lib, t, ip: lib.nn.functional.selu(t, inplace=ip),
+    "celu": lambda lib, t, ip: lib.nn.functional.celu(t, inplace=ip),
+    "leaky_relu": lambda lib, t, ip: lib.nn.functional.leaky_relu(t, inplace=ip),
+    "leaky_relu_": lambda lib, t, ip: (lib.nn.functional.leaky_relu_(t) if ip
+                                       else lib.nn.functional.leaky_relu(t)),
+    "hardtanh": lambda lib, t, ip: lib.nn.functional.hardtanh(t, inplace=ip),
+    "relu6": lambda lib, t, ip: lib.nn.functional.relu6(t, inplace=ip),
+    "threshold": lambda lib, t, ip: lib.nn.functional.threshold(t, 0.5, 0.0, inplace=ip),
+    "rrelu": lambda lib, t, ip: lib.nn.functional.rrelu(t, inplace=ip),
+    "rrelu_training": lambda lib, t, ip: lib.nn.functional.rrelu(t, training=True, inplace=ip),
+    "relu": lambda lib, t, ip: lib.nn.functional.relu(t, inplace=ip),
+    "silu": lambda lib, t, ip: lib.nn.functional.silu(t, inplace=ip),
+}
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("name", list(ACTS))
+def test_activation_node_names_match_torch(name, inplace):
+    names, grads = [], []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        x = lib.linspace(-1, 1, 6, requires_grad=True)
+        y = ACTS[name](lib, x * 1, inplace)
+        names.append(type(y.grad_fn).__name__)
+        (y * lib.arange(6.)).sum().backward()
+        grads.append(x.grad.numpy())
+    assert names[0] == names[1]
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", list(ACTS))
+def test_inplace_activation_result_changed_again_as_torch(name):
+    """elu_ / celu_ / selu_ / leaky_relu_ / rrelu_ / relu_ save their result
+    (PyTorch raises when it is changed again before the backward);
+    hardtanh_ and threshold_ do not."""
+    def fn(lib):
+        lib.manual_seed(0)
+        x = lib.linspace(-1, 1, 6, requires_grad=True)
+        ACTS[name](lib, x * 1, True).mul_(2).sum().backward()
+        return x.grad
+    _same_outcome(fn)

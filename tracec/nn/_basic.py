@@ -197,11 +197,15 @@ def half_once(composite, node_name: str, fallback):
     return f
 
 
-def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
+def _apply(fn, x: Tensor, inplace: bool, node: str | None = None,
+           saves_result: bool = False) -> Tensor:
     """``fn(x)``, or written into ``x`` for ``inplace=True``.  In place, the
     math reads a copy when autograd records it, so the values its backward
     saved are not the ones overwritten (PyTorch's in-place activations
-    backpropagate the same way)."""
+    backpropagate the same way); ``node`` is then the name PyTorch gives the
+    in-place op's node (``EluBackward1``), and ``saves_result`` says that
+    node saves the result, so changing ``x`` in place again before the
+    backward raises, as there."""
     if not inplace:
         return fn(x)
     src = x
@@ -219,13 +223,15 @@ def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
             # (copy_'s where(True, y, x) would add a zero gradient to it, and
             # cost a copy forward and two passes back: MobileNetV2's ReLU6)
             x._assign(y, "copy_")
-            node = x._node
-            if node.__class__ is graph.Node and node.saved.__class__ is dict \
-                    and node.saved.get("out", (None,))[0] is y:
+            saved = x._node
+            if saved.__class__ is graph.Node and saved.saved.__class__ is dict \
+                    and saved.saved.get("out", (None,))[0] is y:
                 # (a saved result is x now: x changed in place again before
                 # the backward raises, as after PyTorch's relu_)
-                node.saved["out"] = (x, x._vbox[0])
-            return x
+                saved.saved["out"] = (x, x._vbox[0])
+            if node is not None and x._node is not None:
+                TF._named(x, node)
+            return graph.saves_result(x) if saves_result else x
         return x.copy_(y)
     return x.copy_(fn(src))
 
