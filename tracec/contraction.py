@@ -22,7 +22,8 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import autocast_mode, ops
 from tracec.graph import keep_saved
-from tracec.functions import _named, add, matmul, mul, promote, user_stacklevel
+from tracec.functions import (_named, add, addmm_dtype_check, matmul, matmul_dtype_check, mul,
+                              promote, user_stacklevel)
 from tracec.tensor import SPARSE, Tensor, concrete
 from tracec import aten_report
 from tracec.aten_report import AtenCall
@@ -87,9 +88,21 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         # all three lowered, then the sum in float32 rounded once (autocast
         # off inside, or the float32 product would be lowered again)
         input, mat1, mat2 = autocast_mode.lower_precision(input, mat1, mat2)
+        addmm_dtype_check(input, mat1, mat2)
         with autocast_mode.autocast("cpu", enabled=False):
             return _product_sum(input, mat1, mat2, beta, alpha, "AddmmBackward0")
+    addmm_dtype_check(input, mat1, mat2)
     return _product_sum(input, mat1, mat2, beta, alpha, "AddmmBackward0")
+
+
+def _baddbmm_dtype_check(input, batch1, batch2) -> None:
+    """PyTorch's refusal of ``baddbmm`` over different dtypes: the added
+    tensor against batch1 first, then bmm's check of the two batches."""
+    if isinstance(input, Tensor) and input.dtype is not batch1.dtype:
+        c = dt.C_TYPE_NAMES
+        raise RuntimeError(f"Input dtypes must be the same, got: input {c[input.dtype.name]}, "
+                           f"batch1: {c[batch1.dtype.name]}, batch2: {c[batch2.dtype.name]}")
+    matmul_dtype_check(batch1, batch2)
 
 
 @aten_report.reports(lambda out, input, batch1, batch2, **kw: [AtenCall(
@@ -111,8 +124,10 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
         # all three lowered, then the sum in float32 rounded once (autocast
         # off inside, or the float32 product would be lowered again)
         input, batch1, batch2 = autocast_mode.lower_precision(input, batch1, batch2)
+        _baddbmm_dtype_check(input, batch1, batch2)
         with autocast_mode.autocast("cpu", enabled=False):
             return _product_sum(input, batch1, batch2, beta, alpha, "BaddbmmBackward0")
+    _baddbmm_dtype_check(input, batch1, batch2)
     return _product_sum(input, batch1, batch2, beta, alpha, "BaddbmmBackward0")
 
 

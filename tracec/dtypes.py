@@ -315,6 +315,15 @@ def wrap_int(v, d: DType):
     return v - (1 << bits) if d.is_signed and v >> (bits - 1) else v
 
 
+#: the C++ type names of each dtype, as PyTorch's messages print a
+#: ScalarType through its C++ type (``expected m1 and m2 to have the same
+#: dtype, but got: float != double``)
+C_TYPE_NAMES = {"uint8": "unsigned char", "int8": "signed char", "int16": "short int",
+                "int32": "int", "int64": "long int", "float32": "float", "float64": "double",
+                "float16": "c10::Half", "bfloat16": "c10::BFloat16", "bool": "bool",
+                "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
 #: the C++ type names PyTorch's overflow check names
 _C_NAMES = {"int32": "int", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
             "float32": "float", "float64": "double"}

@@ -684,7 +684,7 @@ _LE, _WHERE = ops.elementwise.le_p, ops.elementwise.where_p
 
 
 def relu(input):
-    out = _relu(input)
+    out = graph.saves_result(_relu(input))
     return _sparse_unary("relu", out, input) if SPARSE else out
 
 
@@ -1355,6 +1355,10 @@ def softmax(input, dim, dtype=None):
     w = dispatching_operand(input, dim)
     if w is not None:
         return w.__tracec_dispatch__(softmax, (input, dim), {"dtype": dtype})
+    return graph.saves_result(_softmax(input, dim, dtype))
+
+
+def _softmax(input, dim, dtype):
     _refuse_integer_softmax("softmax", input, dim, dtype)
     input = _float_unary("softmax", lambda t: t)(input)
     if dtype is not None:
@@ -1383,6 +1387,10 @@ def log_softmax(input, dim, dtype=None):
     w = dispatching_operand(input, dim)
     if w is not None:
         return w.__tracec_dispatch__(log_softmax, (input, dim), {"dtype": dtype})
+    return graph.saves_result(_log_softmax(input, dim, dtype))
+
+
+def _log_softmax(input, dim, dtype):
     _refuse_integer_softmax("log_softmax", input, dim, dtype)
     input = _float_unary("log_softmax", lambda t: t)(input)
     if dtype is not None:
@@ -1562,10 +1570,13 @@ def _log_softmax_eager():
             # (PyTorch's node keeps the result, which in-place ops on x
             # leave alone; so do the primitives')
             ctx.x, ctx.axes, ctx.e, ctx.total = x, axes, e, total.reshape(keep)
-            return Tensor._make(z, x.dtype)
+            out = Tensor._make(z, x.dtype)
+            ctx.save_for_backward(out)    # (only its version is checked, as PyTorch's result)
+            return out
 
         @staticmethod
         def backward(ctx, g):
+            ctx.saved_tensors               # (raises if the result was changed in place)
             x = ctx.x
             if graph.is_grad_enabled():
                 with graph.enable_grad():
@@ -1605,6 +1616,7 @@ def matmul(input, other):
                            f"{na}D and {nb}D")
     if autocast_mode.ACTIVE:
         input, other = autocast_mode.lower_precision(input, other)
+    matmul_dtype_check(input, other)
     (input, other), _ = promote("matmul", input, other)
     va, vb = na == 1, nb == 1
     if vb and na <= 2 and input.shape[-1] == other.shape[0] \
@@ -1657,6 +1669,43 @@ def matmul(input, other):
         out = ops.reshape(out, shape)
     out = _named(out, _matmul_name(na, nb))
     return sparse_product(out, given[0], given[1]) if SPARSE else out
+
+
+def matmul_dtype_check(a, b) -> None:
+    """PyTorch's refusal of a product of two dtypes (its matmul does not
+    promote, unlike ``*``), in the words of the ATen op its matmul calls for
+    these ranks: dot (1-D @ 1-D), mv / addmv (a vector on the right), mm (a
+    matrix on the right, an N-D left folded into one), bmm (a batch on the
+    right).  Under autocast the operands are checked after its casts."""
+    if a.dtype is b.dtype:
+        return
+    name, na, nb = dt.scalar_type_name, a.ndim, b.ndim
+    if na == 1 and nb == 1:
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
+                           f"{name(a.dtype)} and {name(b.dtype)}")
+    if nb == 1:     # PyTorch names the result's (the vector's), the matrix's, the vector's
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{name(b.dtype)}, {name(a.dtype)}, and {name(b.dtype)}")
+    if nb == 2:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{dt.C_TYPE_NAMES[a.dtype.name]} != {dt.C_TYPE_NAMES[b.dtype.name]}")
+    raise RuntimeError(f"expected scalar type {name(a.dtype)} but found {name(b.dtype)}")
+
+
+def addmm_dtype_check(input, mat1, mat2) -> None:
+    """PyTorch's refusal of ``addmm(input, mat1, mat2)`` (``F.linear``'s
+    ``input @ weight.T + bias``) over different dtypes, in its order: the
+    added tensor against mat2 first (a scalar or None is not checked), then
+    mat1 against mat2 (mm's words when nothing is added)."""
+    name = dt.scalar_type_name
+    if isinstance(input, Tensor) and input.dtype is not mat2.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{name(input.dtype)} and {name(mat2.dtype)}")
+    if mat1.dtype is not mat2.dtype:
+        if isinstance(input, Tensor):
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                               f"{name(mat1.dtype)} and {name(mat2.dtype)}")
+        matmul_dtype_check(mat1, mat2)
 
 
 def sparse_product(out, a, b):
@@ -1749,9 +1798,8 @@ def bmm(input, mat2):
     if mat2.shape[0] != b or mat2.shape[1] != k:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{b}, {k}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
-    if input.dtype is not mat2.dtype and not autocast_mode.ACTIVE:   # (autocast casts both)
-        raise RuntimeError(f"expected scalar type {dt.scalar_type_name(input.dtype)} but found "
-                           f"{dt.scalar_type_name(mat2.dtype)}")
+    if not autocast_mode.ACTIVE:   # (autocast casts both)
+        matmul_dtype_check(input, mat2)
     return _named(matmul(input, mat2), "BmmBackward0")
 
 
@@ -1760,10 +1808,8 @@ def dot(input, tensor):
     checks, in its order), their inner product (no conjugation)."""
     if input.ndim != 1 or tensor.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {tensor.ndim}D tensors")
-    if input.dtype is not tensor.dtype and not autocast_mode.ACTIVE:   # (autocast casts both)
-        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
-                           f"{dt.scalar_type_name(input.dtype)} and "
-                           f"{dt.scalar_type_name(tensor.dtype)}")
+    if not autocast_mode.ACTIVE:   # (autocast casts both)
+        matmul_dtype_check(input, tensor)
     n, m = input.shape[0], tensor.shape[0]
     if isinstance(n, int) and isinstance(m, int) and n != m:   # (symbolic: the ops check)
         raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to have "

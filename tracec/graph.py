@@ -191,7 +191,9 @@ def modified_error(t, version, node=None) -> RuntimeError:
     node = node if node is not None else getattr(t, "grad_fn", None)
     which = ""
     if node is not None:
-        name = re.sub(r"Backward\d+$", "", node.name())
+        # (PyTorch's words: ReluBackward0 is Relu, PowBackward1 Pow1, a
+        # Function's MyFnBackward MyFn)
+        name = re.sub(r"Backward(?:0$|(?=\d+$)|$)", "", node.name())
         if name == "CopySlices":
             name = "torch::autograd::CopySlices"
         which = f", which is output {t.output_nr} of {name},"
@@ -394,6 +396,19 @@ def keep_saved(t, inputs) -> None:
         if n.saved.__class__ is dict:
             n.saved = KeptSaved(n.saved)
         todo.extend(e for e in n.edges if e is not None)
+
+
+def saves_result(y):
+    """``y``'s node stands for a PyTorch node that saves its result
+    (``ReluBackward0``, ``SoftmaxBackward0``, ``LogSoftmaxBackward0``) where
+    tracec's saves other values (a mask, the input): it keeps ``y`` with its
+    version as well, so an in-place change to ``y`` before the backward
+    (``nn.Dropout(inplace=True)`` after ``nn.ReLU()``) raises, as PyTorch's,
+    instead of going through.  Returns ``y``."""
+    node = getattr(y, "_node", None)
+    if node.__class__ is Node and node.saved.__class__ is dict and "out" not in node.saved:
+        node.saved["out"] = (y, y._vbox[0])
+    return y
 
 
 def saves_operands(*outs) -> None:

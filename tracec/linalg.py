@@ -239,11 +239,8 @@ def mv(input, vec):  # noqa: A002
     A, v = tensor_arg(input, "mv"), tensor_arg(vec, "mv")
     if A.ndim != 2 or v.ndim != 1:   # (the result's rank, then the operands')
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {A.ndim}, {v.ndim}")
-    if A.dtype is not v.dtype and not autocast_mode.ACTIVE:
-        # PyTorch names the result's (the vector's), the matrix's, the vector's
-        n = dt.scalar_type_name
-        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
-                           f"{n(v.dtype)}, {n(A.dtype)}, and {n(v.dtype)}")
+    if not autocast_mode.ACTIVE:
+        F.matmul_dtype_check(A, v)
     if A.shape[1] != v.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({A.shape[0]}), mat ({A.shape[0]}x"
                            f"{A.shape[1]}), vec ({v.shape[0]})")
@@ -261,6 +258,11 @@ def _add_scaled(input, prod, beta, alpha, name=None):
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
+    if isinstance(input, Tensor) and not input.dtype is mat.dtype is vec.dtype \
+            and not autocast_mode.ACTIVE:
+        n = dt.scalar_type_name
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{n(input.dtype)}, {n(mat.dtype)}, and {n(vec.dtype)}")
     return _named(_add_scaled(input, mv(mat, vec), beta, alpha), "AddmvBackward0")
 
 
@@ -274,6 +276,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
 
 def tensordot(a, b, dims=2, out=None):
     a, b = tensor_arg(a, "tensordot"), tensor_arg(b, "tensordot")
+    if a.dtype is not b.dtype and not autocast_mode.ACTIVE:   # (no promotion, as matmul)
+        raise RuntimeError("both inputs should have same dtype")
     if isinstance(dims, int):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
@@ -371,6 +375,11 @@ def multi_dot(tensors):
     # cheapest parenthesization (three operands: (AB)C unless A(BC) costs
     # less; more: the matrix-chain table, first split on ties), each product
     # one matrix product, so the rounding and the FLOPs are PyTorch's
+    for i, t in enumerate(tensors[1:], 1):
+        if t.dtype is not tensors[0].dtype:
+            c = dt.C_TYPE_NAMES
+            raise RuntimeError(f"multi_dot(): all tensors must have be the same dtype but tensor 0 "
+                               f"is {c[tensors[0].dtype.name]} and tensor {i} {c[t.dtype.name]}")
     first_1d, last_1d = tensors[0].ndim == 1, tensors[-1].ndim == 1
     if first_1d:
         tensors[0] = S.unsqueeze(tensors[0], 0)
@@ -547,6 +556,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     b1, b2 = tensor_arg(batch1, "addbmm"), tensor_arg(batch2, "addbmm")
     if b1.ndim != 3 or b2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
+    if not autocast_mode.ACTIVE:
+        F.addmm_dtype_check(input, b1, b2)    # (PyTorch's addbmm is addmm's kernel)
     return _named(_add_scaled(input, F.sum(F.matmul(b1, b2), 0), beta, alpha),
                   "AddbmmBackward0")
 

@@ -415,10 +415,7 @@ def unbind(input, dim=0):
 
 
 # The C type names PyTorch's dtype messages use.
-_C_TYPE_NAMES = {"uint8": "unsigned char", "int8": "signed char", "int16": "short int",
-                 "int32": "int", "int64": "long int", "float32": "float", "float64": "double",
-                 "float16": "c10::Half", "bfloat16": "c10::BFloat16", "bool": "bool",
-                 "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+_C_TYPE_NAMES = dt.C_TYPE_NAMES
 
 
 def masked_fill(input, mask, value):

@@ -126,6 +126,9 @@ def _rebind(self: Tensor, new: Tensor, op: str) -> Tensor:
                            "operation.")
     self._data = new._data
     if new._base is not None and new._base is not self and new._view_chain:
+        # (a view of new's base now: under a trace resize_ to a bigger size
+        # makes it one of a fresh tensor, which self had no chain to before)
+        self._base = new._base
         self._view_chain = new._view_chain
         self._view_version = new._view_version
     if new._node is not None:

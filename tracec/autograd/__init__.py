@@ -414,7 +414,9 @@ class FunctionCtx:
                          for t in self._saved)
         for t, v in zip(self._saved, self._versions):
             if isinstance(t, Tensor) and t._vbox[0] != v:
-                raise _engine.modified_error(t, v)
+                out_node = getattr(self, "_out_node", None)
+                node = out_node[0]() if out_node is not None and id(t) in out_node[1] else None
+                raise _engine.modified_error(t, v, node)
         return self._saved
 
 
@@ -582,6 +584,10 @@ class Function:
                     continue
                 o.requires_grad = True
                 o._node = _FunctionOutput(node, i) if isinstance(out, tuple) else node
+            if ctx._saved:
+                # (a saved output changed in place is named as this node's
+                # output in the error, as PyTorch's; weakly: ctx is the node's)
+                ctx._out_node = (weakref.ref(node), {id(o) for o in outs})
             if RECORDERS and isinstance(out, Tensor) and out.requires_grad:
                 _record_vjp(cls, ctx, args, out, before)
             has_jvp = cls.jvp is not Function.jvp

@@ -40,7 +40,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def threshold(input, threshold: float, value: float, inplace: bool = False):
     """``x <= threshold ? value : x``, as PyTorch: NaN goes through, with its gradient."""
     return _apply(lambda x: TF.where(ops.le(x, threshold), value, x),
-                  _tensor(input, "threshold"), inplace)
+                  _tensor(input, "threshold"), inplace, "ThresholdBackward1")
 
 
 def threshold_(input, threshold_: float, value: float):
@@ -77,7 +77,8 @@ def prelu(input, weight):
 def selu(input, inplace: bool = False):
     def f(x):
         return _elu(x, _SELU_SCALE * _SELU_ALPHA, _SELU_SCALE)
-    return _apply(half_once(f, "EluBackward0", f), _tensor(input, "selu"), inplace)
+    return _apply(half_once(f, "EluBackward0", f), _tensor(input, "selu"), inplace,
+                  "EluBackward1", saves_result=True)
 
 
 def selu_(input):
@@ -91,7 +92,8 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
         return _elu(x, alpha, 1.0, 1 / alpha)
     # (a half input through float32, rounded once, as PyTorch's elu kernel:
     # each step rounded had 5-8% of values one unit off)
-    return _apply(half_once(f, "CeluBackward0", f), _tensor(input, "celu"), inplace)
+    return _apply(half_once(f, "CeluBackward0", f), _tensor(input, "celu"), inplace,
+                  "CeluBackward1", saves_result=True)
 
 
 def celu_(input, alpha: float = 1.0):
@@ -99,16 +101,18 @@ def celu_(input, alpha: float = 1.0):
 
 
 def elu_(input, alpha: float = 1.0):
-    return _apply(lambda x: _elu(x, alpha), _tensor(input, "elu_"), True)
+    return _apply(lambda x: _elu(x, alpha), _tensor(input, "elu_"), True, "EluBackward1",
+                  saves_result=True)
 
 
 def leaky_relu_(input, negative_slope: float = 0.01):
     return _apply(lambda x: TF.where(ops.gt(x, 0), x, TF.mul(x, negative_slope)),
-                  _tensor(input, "leaky_relu_"), True)
+                  _tensor(input, "leaky_relu_"), True, "LeakyReluBackward1", saves_result=True)
 
 
 def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
-    return _apply(lambda x: _hardtanh(x, min_val, max_val), _tensor(input, "hardtanh_"), True)
+    return _apply(lambda x: _hardtanh(x, min_val, max_val), _tensor(input, "hardtanh_"), True,
+                  "HardtanhBackward0")
 
 
 def glu(input, dim: int = -1):
@@ -281,6 +285,15 @@ class _HardsigmoidEager(Function):
         return Tensor._make(gx, d)
 
 
+def _rrelu_named(y):
+    """rrelu's result as PyTorch names its node (RreluWithNoiseBackward0
+    out of place; the in-place name is ``_apply``'s)."""
+    node = getattr(y, "_node", None)
+    if node is not None and getattr(node, "_name", None) is None:
+        TF._named(y, "RreluWithNoiseBackward0")
+    return y
+
+
 def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False):
     """Leaky ReLU whose negative slope is drawn from U(lower, upper) per
@@ -289,7 +302,8 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
     if not training:
         slope = (lower + upper) / 2
         # x <= 0 takes the slope (0 included), as PyTorch's leaky_relu / rrelu
-        return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, slope)), x, inplace)
+        return _rrelu_named(_apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, slope)), x,
+                                   inplace, "RreluWithNoiseBackward1", saves_result=True))
     mt = creation.default_generator.eager_mt()
     if mt is not None and type(x._data) is np.ndarray:
         # PyTorch's draws: one float64 uniform in [lower, upper) per element
@@ -304,7 +318,8 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
     else:
         u = creation.rand(tuple(x.shape), dtype=x.dtype)
         a = TF.add(TF.mul(u, upper - lower), lower)
-    return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, a)), x, inplace)
+    return _rrelu_named(_apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, a)), x, inplace,
+                               "RreluWithNoiseBackward1", saves_result=True))
 
 
 def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False):

@@ -60,9 +60,7 @@ def linear(input, weight, bias=None):
     _tensor(input, "linear")
     if autocast_mode.ACTIVE:
         input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
-    if input.dtype is not weight.dtype or (isinstance(bias, Tensor)
-                                           and bias.dtype is not weight.dtype):
-        _linear_dtype_error(input, weight, bias)
+    TF.addmm_dtype_check(bias, input, weight)   # (it does not promote as ``@`` would)
     if (bias is not None and isinstance(bias, Tensor) and input.dtype in _HALF
             and weight.dtype is input.dtype and bias.dtype is input.dtype):
         # PyTorch's half-precision addmm accumulates the product and the bias
@@ -140,23 +138,6 @@ def _linear_2d(input, weight, bias):
     return _linear_named(y, input.ndim, bias is not None, weight.ndim)
 
 
-def _linear_dtype_error(input, weight, bias):
-    """PyTorch's refusal of operands of different dtypes (a float64 batch
-    from ``torch.from_numpy`` into a float32 layer, an int64 one): addmm's
-    words with a bias, mm's without; it does not promote as ``@`` would."""
-    name = dt.scalar_type_name
-    if isinstance(bias, Tensor) and bias.dtype is not weight.dtype:   # addmm's first check
-        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
-                           f"{name(bias.dtype)} and {name(weight.dtype)}")
-    if input.dtype is not weight.dtype:
-        if isinstance(bias, Tensor):
-            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
-                               f"{name(input.dtype)} and {name(weight.dtype)}")
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{S._C_TYPE_NAMES[input.dtype.name]} != "
-                           f"{S._C_TYPE_NAMES[weight.dtype.name]}")
-
-
 def _linear_named(y, ndim: int, bias: bool, wdim: int):
     """PyTorch's ``grad_fn`` name for ``F.linear``: addmm / mm on a 2-D
     input, a view of them otherwise."""
@@ -216,11 +197,15 @@ def half_once(composite, node_name: str, fallback):
     return f
 
 
-def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
+def _apply(fn, x: Tensor, inplace: bool, node: str | None = None,
+           saves_result: bool = False) -> Tensor:
     """``fn(x)``, or written into ``x`` for ``inplace=True``.  In place, the
     math reads a copy when autograd records it, so the values its backward
     saved are not the ones overwritten (PyTorch's in-place activations
-    backpropagate the same way)."""
+    backpropagate the same way); ``node`` is then the name PyTorch gives the
+    in-place op's node (``EluBackward1``), and ``saves_result`` says that
+    node saves the result, so changing ``x`` in place again before the
+    backward raises, as there."""
     if not inplace:
         return fn(x)
     src = x
@@ -237,7 +222,16 @@ def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
             # x onto its node: the old x's gradient is the activation's
             # (copy_'s where(True, y, x) would add a zero gradient to it, and
             # cost a copy forward and two passes back: MobileNetV2's ReLU6)
-            return x._assign(y, "copy_")
+            x._assign(y, "copy_")
+            saved = x._node
+            if saved.__class__ is graph.Node and saved.saved.__class__ is dict \
+                    and saved.saved.get("out", (None,))[0] is y:
+                # (a saved result is x now: x changed in place again before
+                # the backward raises, as after PyTorch's relu_)
+                saved.saved["out"] = (x, x._vbox[0])
+            if node is not None and x._node is not None:
+                TF._named(x, node)
+            return graph.saves_result(x) if saves_result else x
         return x.copy_(y)
     return x.copy_(fn(src))
 

@@ -75,19 +75,19 @@ def relu6(input, inplace: bool = False):
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _apply(lambda x: _hardtanh(x, min_val, max_val), input, inplace)
+    return _apply(lambda x: _hardtanh(x, min_val, max_val), input, inplace, "HardtanhBackward0")
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
     def f(x):
         return ops.where(ops.gt(x, 0), x, TF.mul(x, negative_slope))
     return _apply(_half_fused(("leaky_relu", negative_slope), f, "LeakyReluBackward0"),
-                  input, inplace)
+                  input, inplace, "LeakyReluBackward1", saves_result=True)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     return _apply(_half_fused(("elu", alpha), lambda x: _elu(x, alpha), "EluBackward0"),
-                  input, inplace)
+                  input, inplace, "EluBackward1", saves_result=True)
 
 
 def gelu(input, approximate: str = "none"):

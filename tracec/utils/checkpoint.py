@@ -179,7 +179,11 @@ class _Recompute(Function):
     @staticmethod
     def forward(ctx, function, args, kwargs, rng, *outs):
         ctx.replay = (function, args, kwargs, rng)
-        return tuple(o.view_as(o) for o in outs) if len(outs) > 1 else outs[0].view_as(outs[0])
+        # (copies, not views: a view made here, without gradient recording,
+        # could not be changed in place after it -- an nn.ReLU(inplace=True)
+        # first in the segment after a checkpointed one -- as PyTorch's
+        # checkpoint outputs can)
+        return tuple(o.clone() for o in outs) if len(outs) > 1 else outs[0].clone()
 
     @staticmethod
     def backward(ctx, *grads):
