@@ -244,19 +244,33 @@ def _emit_blocked(low, ps: PadSum, target: SSAValue, windows, *, fill: bool,
         pb = low._builder(oshape, [False] * len(oshape), set(), slots)
         pb.store_const(0, d, out)
         progs.append(pinned(pb))
+    # Disjoint windows of one shape and step are stored by one loop nest
+    # (their order cannot matter): a max pool's taps, interleaved, become
+    # stores to neighbouring elements in one loop, which LLVM vectorizes as
+    # an interleaved group (shuffles, whole-vector stores) where a loop per
+    # tap stored every other element (scalar).
+    groups: list = []
     for pad, (lo, xshape, steps) in zip(ps.pads, windows):
         if math.prod(xshape) == 0:
             continue
-        _reads, inside = indexing.movement_reads(pad, low.folded_views)
-        pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
-        src = pb.value(pad.operands[0], tuple(range(len(xshape))))
-        off = sum(a * s for a, s in zip(lo, ostr))
+        if not add and groups and groups[-1][0] == (xshape, steps):
+            groups[-1][1].append((pad, lo))
+        else:
+            groups.append(((xshape, steps), [(pad, lo)]))
+    for (xshape, steps), members in groups:
+        inside = set()
+        for pad, _lo in members:
+            inside.update(indexing.movement_reads(pad, low.folded_views)[1])
+        pb = low._builder(xshape, [False] * len(xshape), inside, slots)
         strides = _window_strides(ostr, xshape, steps)
-        if add:
-            old = pb._add(Node("load", d, access=Access(out, d, off, list(strides))))
-            src = pb._add(Node("prim", d, name="add", params={}, args=[old, src],
-                               in_dtypes=[d, d]))
-        pb.prog.stores.append((src, Access(out, d, off, list(strides))))
+        for pad, lo in members:
+            src = pb.value(pad.operands[0], tuple(range(len(xshape))))
+            off = sum(a * s for a, s in zip(lo, ostr))
+            if add:
+                old = pb._add(Node("load", d, access=Access(out, d, off, list(strides))))
+                src = pb._add(Node("prim", d, name="add", params={}, args=[old, src],
+                                   in_dtypes=[d, d]))
+            pb.prog.stores.append((src, Access(out, d, off, list(strides))))
         progs.append(pinned(pb))
 
     # At most BLOCKED_PROGRAMS windows per kernel, run one after another
