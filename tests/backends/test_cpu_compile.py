@@ -440,3 +440,13 @@ def test_describe_names_operands_in_linear_time_on_deep_kernel_chains(monkeypatc
     assert lower.describe(kernels[-1]).startswith(
         "tracec.kernel (f32[4,1] from x, f32[4,8] from x) -> f32[4,8] at ")
     assert len(steps) <= 8 * len(kernels)
+
+
+def test_x86_target_machines_prefer_no_gathers():
+    """x86-64 target machines are tuned away from gathers and scatters
+    (strided loops vectorize with shuffles); other targets keep their
+    features as they are."""
+    from tracec.backends.cpu import codegen
+    feats = codegen.machine_features("x86_64-unknown-linux-gnu", "+avx2,+fma")
+    assert feats.split(",") == ["+avx2", "+fma", "+prefer-no-gather", "+prefer-no-scatter"]
+    assert codegen.machine_features("aarch64-unknown-linux-gnu", "+neon") == "+neon"

@@ -834,51 +834,32 @@ def _same_sizes(a, b) -> bool:
 
 def _max_pool_tiled(x: Tensor, kernel, out) -> Tensor:
     """Max pooling over non-overlapping windows (kernel == stride, no padding,
-    no dilation): the windows are a reshape of ``x`` to ``[N, C, o1, k1,
-    o2, k2, ...]``, so no window copies are made.  The value and the whole
-    gradient are the chosen element's: the first maximum of the window in
-    row-major order, or its last NaN, as PyTorch chooses."""
+    no dilation): one strided slice of ``x`` per window position, scanned
+    elementwise.  The value and the whole gradient are the chosen element's:
+    the first maximum of the window in row-major order, or its last NaN, as
+    PyTorch chooses.
+
+    The output is the scan's ``where`` chain itself: ``where``'s VJP sends
+    each gradient to the branch it took, so it reaches exactly the chosen
+    element (every other element gets a zero), and the slices' VJPs are
+    disjoint strided zero pads whose sum the cpu backend writes window by
+    window (padsum.py).  The value is the chosen element bit for bit (signed
+    zeros and NaN payloads included): nothing is computed on it."""
     n, c = x.shape[:2]
-    nsp = len(kernel)
     crop = tuple(o * k for o, k in zip(out, kernel))
     if not _same_sizes(crop, x.shape[2:]):  # floor mode drops the trailing rows
         x = ops.slice_(x, (0,) * x.ndim, (n, c) + crop, (1,) * x.ndim)
-    tiled = (n, c) + tuple(v for o, k in zip(out, kernel) for v in (o, k))
-    win_axes = tuple(3 + 2 * i for i in range(nsp))
-    keep = tuple(1 if a in win_axes else s for a, s in enumerate(tiled))
-    xt = ops.reshape(x, tiled)
     # PyTorch's scan over the window in row-major order: an element replaces
-    # the best so far if it is greater or NaN.  Elementwise over one strided
-    # view per window position (no reductions); only comparisons read the
-    # views, so no gradient flows through them.
+    # the best so far if it is greater or NaN.
     ones = (1,) * x.ndim
-    best = idx = None
-    for k, offs in enumerate(itertools.product(*[range(kk) for kk in kernel])):
+    best = None
+    for offs in itertools.product(*[range(kk) for kk in kernel]):
         v = ops.slice_(x, (0, 0) + offs, (n, c) + crop, ones[:2] + tuple(kernel))
         if best is None:
-            best, idx = v, Tensor._make(np.zeros((), np.int32), dt.int32)
+            best = v
             continue
-        take = ops.logical_or(ops.gt(v, best), ops.ne(v, v))
-        best = ops.where(take, v, best)
-        idx = ops.where(take, Tensor._make(np.full((), k, np.int32), dt.int32), idx)
-    idx = ops.reshape(ops.broadcast_to(idx, (n, c) + tuple(out)), keep)
-    shape = tuple(k if a in win_axes else 1 for a, k in enumerate(
-        (1, 1) + tuple(v for k in kernel for v in (1, k))))
-    pos = Tensor._make(np.arange(math.prod(kernel), dtype=np.int32).reshape(shape), dt.int32)
-    chosen = ops.eq(pos, idx)
-    # The output sums the window with -0.0 in place of all but the chosen
-    # element: exact, and its VJP sends the whole gradient to that element,
-    # but sums start from +0.0, so a chosen -0.0 would come out +0.0.  Where
-    # the best is negative (or -0.0: 1/best < 0) the window is summed negated
-    # and the sum negated back; multiplying by +-1 twice is exact for the
-    # value and leaves the gradient unchanged.
-    def const(v):
-        return Tensor._make(np.full((), v, x.dtype.np), x.dtype)
-    flip = ops.where(ops.lt(ops.div(const(1.0), best), const(0.0)), const(-1.0), const(1.0))
-    flip6 = ops.reshape(flip, keep)
-    total = ops.reduce_sum(ops.where(chosen, ops.mul(xt, flip6), const(-0.0)), win_axes)
-    y = ops.mul(total, flip)
-    return ops.reshape(y, (n, c) + tuple(out))
+        best = ops.where(ops.logical_or(ops.gt(v, best), ops.ne(v, v)), v, best)
+    return ops.reshape(best, (n, c) + tuple(out))
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

@@ -136,21 +136,33 @@ def _extent(n, step):
     return (n - 1) * step + 1 if n else 0
 
 
+def _apart(a0, an, at, b0, bn, bt) -> bool:
+    """Whether windows ``a`` and ``b`` share no index along one dim: their
+    bounding ranges do not overlap, or (equal steps) their lattices are
+    offset by a non-multiple of the step (a max pool's taps, 2x2 windows of
+    stride 2 interleaved)."""
+    if not max(a0, b0) < min(a0 + _extent(an, at), b0 + _extent(bn, bt)):
+        return True
+    return at == bt and an > 1 and bn > 1 and (a0 - b0) % at != 0
+
+
 def _disjoint_cover(windows, oshape) -> tuple[bool, bool]:
     """(pairwise disjoint, disjoint and covering the output); both False
-    unless every size is static.  Strided windows count as their bounding
-    boxes (disjoint boxes: disjoint windows), and cover only when dense."""
+    unless every size is static.  Disjoint windows inside the output cover
+    it exactly when their sizes add up to its size."""
     if not all(isinstance(n, int) for _, s, _ in windows for n in s) or not all(
             isinstance(n, int) for n in oshape):
         return False, False
     for i, (la, sa, ta) in enumerate(windows):
         for lb, sb, tb in windows[i + 1:]:
-            if all(max(a0, b0) < min(a0 + _extent(an, at), b0 + _extent(bn, bt))
-                   for a0, an, at, b0, bn, bt in zip(la, sa, ta, lb, sb, tb)):
+            if not any(_apart(*d) for d in zip(la, sa, ta, lb, sb, tb)):
                 return False, False
-    dense = all(t == 1 or n == 1 for _, s, st in windows for n, t in zip(s, st))
-    cover = dense and sum(math.prod(s) for _, s, _ in windows) == math.prod(oshape)
+    cover = sum(math.prod(s) for _, s, _ in windows) == math.prod(oshape)
     return True, cover
+
+
+def _strided(windows) -> bool:
+    return any(t != 1 and n != 1 for _, s, st in windows for n, t in zip(s, st))
 
 
 def _spans_dim0(windows, oshape) -> bool:
@@ -171,8 +183,8 @@ def emit(low, ps: PadSum, target: SSAValue) -> None:
     ostr = _raw_strides(oshape)
     windows = _windows(ps)
     disjoint, cover = _disjoint_cover(windows, oshape)
-    if not disjoint and _spans_dim0(windows, oshape):
-        _emit_blocked(low, ps, target, windows)
+    if (not disjoint or _strided(windows)) and _spans_dim0(windows, oshape):
+        _emit_blocked(low, ps, target, windows, fill=not cover, add=not disjoint)
         return
     if not cover:
         slots: list = []
@@ -205,12 +217,16 @@ def emit(low, ps: PadSum, target: SSAValue) -> None:
 BLOCKED_PROGRAMS = 32
 
 
-def _emit_blocked(low, ps: PadSum, target: SSAValue, windows) -> None:
-    """Overlapping windows (col2im) that all span dim 0 (the batch): one
-    kernel over dim 0, split across threads; per index, the output's block
-    (one image's) is filled, then each window added into it in the chain's
-    order while the block is in cache: one pass over the output instead of
-    one per window."""
+def _emit_blocked(low, ps: PadSum, target: SSAValue, windows, *, fill: bool,
+                  add: bool) -> None:
+    """Overlapping windows (col2im), or strided ones (a max pool's taps),
+    that all span dim 0 (the batch): one kernel over dim 0, split across
+    threads; per index, the output's block (one image's) is filled with
+    zeros (unless ``fill`` is False: the windows cover it), then each window
+    added (stored, when ``add`` is False: they are disjoint) into it in the
+    chain's order while the block is in cache: one pass over the output
+    instead of one per window (strided stores of a whole pass each touch
+    every line of the output)."""
     oshape = ir.shape_of(target.type)
     d = ir.dtype_of(target.type)
     ostr = _raw_strides(oshape)
@@ -224,20 +240,37 @@ def _emit_blocked(low, ps: PadSum, target: SSAValue, windows) -> None:
         # dims: each program's dim 0 is the kernel's unit (never stored).
         pb._add(Node("index", dt.int64, dim=0))
         return pb.finish()
-    pb = low._builder(oshape, [False] * len(oshape), set(), slots)
-    pb.store_const(0, d, out)
-    progs.append(pinned(pb))
+    if fill:
+        pb = low._builder(oshape, [False] * len(oshape), set(), slots)
+        pb.store_const(0, d, out)
+        progs.append(pinned(pb))
+    # Disjoint windows of one shape and step are stored by one loop nest
+    # (their order cannot matter): a max pool's taps, interleaved, become
+    # stores to neighbouring elements in one loop, which LLVM vectorizes as
+    # an interleaved group (shuffles, whole-vector stores) where a loop per
+    # tap stored every other element (scalar).
+    groups: list = []
     for pad, (lo, xshape, steps) in zip(ps.pads, windows):
         if math.prod(xshape) == 0:
             continue
-        _reads, inside = indexing.movement_reads(pad, low.folded_views)
-        pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
-        src = pb.value(pad.operands[0], tuple(range(len(xshape))))
-        off = sum(a * s for a, s in zip(lo, ostr))
+        if not add and groups and groups[-1][0] == (xshape, steps):
+            groups[-1][1].append((pad, lo))
+        else:
+            groups.append(((xshape, steps), [(pad, lo)]))
+    for (xshape, steps), members in groups:
+        inside = set()
+        for pad, _lo in members:
+            inside.update(indexing.movement_reads(pad, low.folded_views)[1])
+        pb = low._builder(xshape, [False] * len(xshape), inside, slots)
         strides = _window_strides(ostr, xshape, steps)
-        old = pb._add(Node("load", d, access=Access(out, d, off, list(strides))))
-        val = pb._add(Node("prim", d, name="add", params={}, args=[old, src], in_dtypes=[d, d]))
-        pb.prog.stores.append((val, Access(out, d, off, list(strides))))
+        for pad, lo in members:
+            src = pb.value(pad.operands[0], tuple(range(len(xshape))))
+            off = sum(a * s for a, s in zip(lo, ostr))
+            if add:
+                old = pb._add(Node("load", d, access=Access(out, d, off, list(strides))))
+                src = pb._add(Node("prim", d, name="add", params={}, args=[old, src],
+                                   in_dtypes=[d, d]))
+            pb.prog.stores.append((src, Access(out, d, off, list(strides))))
         progs.append(pinned(pb))
 
     # At most BLOCKED_PROGRAMS windows per kernel, run one after another
