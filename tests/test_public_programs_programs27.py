@@ -18,11 +18,11 @@ Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 step run eagerly).  The CTC step runs eagerly under tracec.compile (its
 alignment plan reads the targets and lengths, which tracec says); the GAN's
 generator step reads ``mean.tolist()`` (a graph break in torch.compile, an
-eager run in tracec).  The optimizer program keeps Adamax's larger rate at
-0.1 and LBFGS to one step: tracec's optimizers compute ``lerp_`` unfused
-(``m + (g - m) * w``) where PyTorch's CPU kernel rounds once, a last-bit
-difference that the chaotic Rosenbrock paths (Adamax at 0.3, LBFGS's
-strong-Wolfe iterations) grow to the second digit.
+eager run in tracec).  The optimizer program runs LBFGS for one step: its strong-Wolfe
+iterations on Rosenbrock drift from PyTorch's from the first step (x at
+the fourth digit), and grow to the second digit after three steps.  (Its
+Adamax at lr 0.3 drifted too, until the optimizers' float32 lerp_ /
+addcmul_ were rounded once, as PyTorch's kernels: test_programs27_gaps.)
 """
 import pathlib
 
