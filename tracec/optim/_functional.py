@@ -20,7 +20,7 @@ from tracec.complex_ops import view_as_real
 from tracec.tensor import OP_OBSERVERS, RECORDERS, SPARSE, Tensor
 
 __all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real",
-           "direct_arrays", "bump"]
+           "direct_arrays", "bump", "fma32_"]
 
 
 def neg(x):
@@ -79,6 +79,24 @@ def _reduced_add_(t: Tensor, other: Tensor, alpha) -> Tensor:
     return t
 
 
+def _fused(t: Tensor) -> bool:
+    """Whether PyTorch's CPU kernels round ``t``'s lerp / addcmul once
+    (the product and the sum fused): float32 (fma), and bfloat16 /
+    float16 (computed in float32).  float64 keeps two roundings here, as
+    math_extra's float64 lerp / addcmul."""
+    return t.dtype is dt.float32 or _reduced(t)
+
+
+def fma32_(out, base, x, y) -> None:
+    """``out = base + x * y`` for float32 arrays, the product and the sum
+    rounded once (through float64, where a float32 product is exact), as
+    PyTorch's float32 lerp / addcmul kernels (``fma``); NumPy's eager
+    counterpart of ``math_extra.lerp`` / ``addcmul``."""
+    f64 = np.float64
+    np.copyto(out, np.add(np.asarray(base, f64), np.multiply(np.asarray(x, f64), np.asarray(y, f64))),
+              casting="same_kind")
+
+
 def _reduced(t: Tensor) -> bool:
     """Whether PyTorch's CPU kernels compute ``t``'s lerp / addcmul /
     addcdiv in float32 and round once (bfloat16, float16: opmath)."""
@@ -89,10 +107,11 @@ def addcmul_(t: Tensor, a: Tensor, b: Tensor, value=1) -> Tensor:
     """``t.addcmul_(a, b, value=value)``: ``t + value * a * b``, with
     PyTorch's left-to-right rounding (once, from float32, for bfloat16 /
     float16 ``t``)."""
-    if _reduced(t):
-        # rounded once from float32 (math_extra.addcmul).  (float32 stays
-        # unfused here: the compiled step's kernels are, and a compiled
-        # training step must equal the eager one.)
+    if _fused(t):
+        # rounded once (math_extra.addcmul: fma(value * a, b, t), as
+        # PyTorch's CPU kernel computes float32; float32 from bfloat16 /
+        # float16); the traced step records the same ops, so a compiled
+        # step equals the eager one
         return t.copy_(math_extra.addcmul(t, a, b, value=value))
     return t.add_(scaled(a, value).mul(b))
 
@@ -115,8 +134,9 @@ def lerp_(t: Tensor, end: Tensor, weight, small: bool | None = None) -> Tensor:
     """``t.lerp_(end, weight)`` with PyTorch's two-sided formula (exact at
     both ends); ``small`` is ``abs(weight) < 0.5``, given by the caller
     when ``weight`` is a tensor (a lifted hyperparameter)."""
-    if _reduced(t):
-        # rounded once from float32, as PyTorch's kernel (math_extra.lerp)
+    if _fused(t):
+        # rounded once, as PyTorch's kernel (math_extra.lerp: fma(w, end - t,
+        # t) for float32, from float32 for bfloat16 / float16)
         return t.copy_(math_extra.lerp(t, end, weight))
     if small is None:
         small = abs(weight) < 0.5

@@ -113,8 +113,11 @@ def _adadelta_numpy(arrays, lr, rho, eps, weight_decay):
             np.multiply(g, np.asarray(1 - rho, d), out=tmp)
         else:
             np.copyto(tmp, g)
-        np.multiply(tmp, g, out=tmp)
-        np.add(v, tmp, out=v)
+        if d == np.float32:                 # fused, as math_extra.addcmul
+            _f.fma32_(v, v, tmp, g)
+        else:
+            np.multiply(tmp, g, out=tmp)
+            np.add(v, tmp, out=v)
         std = np.add(v, np.asarray(eps, d), out=np.empty_like(v))  # sqrt(v + eps)
         np.sqrt(std, out=std)
         delta = np.add(u, np.asarray(eps, d), out=np.empty_like(u))  # sqrt(u + eps) / std * g
@@ -124,10 +127,13 @@ def _adadelta_numpy(arrays, lr, rho, eps, weight_decay):
         np.multiply(u, np.asarray(rho, d), out=u)   # u * rho + (delta * (1 - rho)) * delta
         if 1 - rho != 1:
             np.multiply(delta, np.asarray(1 - rho, d), out=tmp)
-            np.multiply(tmp, delta, out=tmp)
         else:
-            np.multiply(delta, delta, out=tmp)
-        np.add(u, tmp, out=u)
+            np.copyto(tmp, delta)
+        if d == np.float32:                 # fused, as math_extra.addcmul
+            _f.fma32_(u, u, tmp, delta)
+        else:
+            np.multiply(tmp, delta, out=tmp)
+            np.add(u, tmp, out=u)
         if -lr != 1:                                          # p + delta * -lr
             np.multiply(delta, np.asarray(-lr, d), out=delta)
         np.add(p, delta, out=p)

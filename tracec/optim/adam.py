@@ -173,19 +173,29 @@ def _adam_numpy(arrays, lr, beta1, beta2, eps, weight_decay, decoupled, lerp_sma
                 g = np.add(g, np.multiply(p, np.asarray(weight_decay, d)))
         w = 1 - beta1
         tmp = np.subtract(g, m, out=np.empty_like(m))
-        if lerp_small:                       # m + (g - m) * w
-            np.multiply(tmp, np.asarray(w, d), out=tmp)
-            np.add(m, tmp, out=m)
-        else:                                # g - (g - m) * (1 - w)
-            np.multiply(tmp, np.asarray(1 - w, d), out=tmp)
-            np.subtract(g, tmp, out=m)
-        np.multiply(v, np.asarray(beta2, d), out=v)
-        if 1 - beta2 != 1:                   # v + (g * (1 - beta2)) * g
-            np.multiply(g, np.asarray(1 - beta2, d), out=tmp)
-            np.multiply(tmp, g, out=tmp)
+        if d == np.float32:                  # fused, as math_extra.lerp / addcmul
+            w32 = np.float32(w)
+            if lerp_small:                   # fma(w, g - m, m)
+                _f.fma32_(m, m, tmp, w32)
+            else:                            # fma(w - 1, g - m, g)
+                _f.fma32_(m, g, tmp, np.float32(w32 - np.float32(1)))
+            np.multiply(v, np.asarray(beta2, d), out=v)
+            # fma(g * (1 - beta2), g, v)
+            _f.fma32_(v, v, np.multiply(g, np.asarray(1 - beta2, d)) if 1 - beta2 != 1 else g, g)
         else:
-            np.multiply(g, g, out=tmp)
-        np.add(v, tmp, out=v)
+            if lerp_small:                   # m + (g - m) * w
+                np.multiply(tmp, np.asarray(w, d), out=tmp)
+                np.add(m, tmp, out=m)
+            else:                            # g - (g - m) * (1 - w)
+                np.multiply(tmp, np.asarray(1 - w, d), out=tmp)
+                np.subtract(g, tmp, out=m)
+            np.multiply(v, np.asarray(beta2, d), out=v)
+            if 1 - beta2 != 1:               # v + (g * (1 - beta2)) * g
+                np.multiply(g, np.asarray(1 - beta2, d), out=tmp)
+                np.multiply(tmp, g, out=tmp)
+            else:
+                np.multiply(g, g, out=tmp)
+            np.add(v, tmp, out=v)
         f64 = np.float64
         step64 = step.astype(f64)
         bc1 = np.subtract(np.asarray(1, f64), np.power(np.asarray(beta1, f64), step64))
