@@ -130,3 +130,36 @@ def test_hook_with_backward_outside_runs_eagerly():
             np.testing.assert_allclose(lin.weight.grad.numpy(), lin_t.weight.grad.numpy(),
                                        rtol=1e-5, atol=1e-6)
     assert compiled.cache_info().eager_reasons
+
+
+class _Cam:
+    """grad-cam's pattern: a forward hook registers a tensor hook that keeps
+    a detached copy of the gradient on the object."""
+    def __init__(self, lib):
+        lib.manual_seed(0)
+        self.lin, self.lin2 = lib.nn.Linear(3, 4), lib.nn.Linear(4, 1)
+        self.gradients = []
+
+    def step(self, x):
+        h = self.lin(x)
+
+        def _store_grad(grad):
+            self.gradients = [grad.cpu().detach()] + self.gradients
+        h.register_hook(_store_grad)
+        self.lin2(h.relu()).sum().backward()
+        g = self.lin.weight.grad.clone()
+        self.lin.weight.grad = None
+        return g
+
+
+def test_hook_keeping_a_detached_gradient_on_an_object_runs_eagerly():
+    ref, cam = _Cam(torch), _Cam(tracec)
+    compiled = tracec.compile(cam.step, backend="interp", fallback="eager")
+    with pytest.warns(UserWarning, match=r"_store_grad .* keeps its gradient"):
+        for i in range(3):
+            x = np.random.RandomState(i).randn(2, 3).astype(np.float32)
+            np.testing.assert_allclose(compiled(tracec.tensor(x)).numpy(),
+                                       ref.step(torch.tensor(x)).numpy(), rtol=1e-5, atol=1e-6)
+    assert len(cam.gradients) == 3
+    for a, b in zip(ref.gradients, cam.gradients):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)

@@ -60,22 +60,23 @@ def _state_of(hook) -> list:
     return [r for r in roots if r is not None]
 
 
-def _holds(roots, targets, depth=4, budget=20000) -> bool:
-    """Whether a target (by identity) is in ``roots``, their lists, tuples,
-    sets, dicts and object attributes, ``depth`` levels down (at most
-    ``budget`` objects looked at: what a hook keeps is near its closure)."""
-    seen, level = set(), list(roots)
+def _tensors_in(roots, depth=4, budget=20000) -> dict:
+    """id -> tensor of the tensors in ``roots``, their lists, tuples, sets,
+    dicts and object attributes, ``depth`` levels down (at most ``budget``
+    containers looked at: what a hook keeps is near its closure)."""
+    found, seen, level = {}, set(), list(roots)
     for _ in range(depth):
         nxt = []
         for x in level:
-            if id(x) in targets:
-                return True
-            if id(x) in seen or isinstance(x, (Tensor, str, bytes, int, float, type,
+            if isinstance(x, Tensor):
+                found[id(x)] = x
+                continue
+            if id(x) in seen or isinstance(x, (str, bytes, int, float, type,
                                                types.ModuleType, types.FunctionType)):
                 continue
             seen.add(id(x))
             if len(seen) > budget:
-                return False
+                return found
             if isinstance(x, dict):
                 nxt.extend(x.values())
             elif isinstance(x, (list, tuple, set, frozenset)):
@@ -83,26 +84,22 @@ def _holds(roots, targets, depth=4, budget=20000) -> bool:
             elif isinstance(getattr(x, "__dict__", None), dict):
                 nxt.extend(vars(x).values())
         level = nxt
-    return any(id(x) in targets for x in level)
+    found.update((id(x), x) for x in level if isinstance(x, Tensor))
+    return found
 
 
-def checked(hook, refuse, rec):
-    """``hook`` wrapped for the engine's recorded run: after it returns,
-    ``refuse(why)`` is called if it kept its gradient, or a tensor it made,
-    in Python state it can reach (``_state_of``): a compiled call would not
-    update it.  The tensors it made are the new keys of the tracer's
-    (``rec``) ``env``."""
+def checked(hook, refuse):
+    """``hook`` wrapped for the engine's recorded run: ``refuse(why)`` is
+    called if, when it returns, the Python state it can reach
+    (``_state_of``) holds a tensor it did not before (the gradient, a
+    tensor computed from it): a compiled call would not update it."""
     if getattr(hook, "_retains_grad", False):
         return hook     # (stores g in h.grad: returned as the "retained" template says)
 
     def run(g):
-        env = rec.env
-        known = set(env)
+        before = _tensors_in(_state_of(hook))
         r = hook(g)
-        kept = {id(t) for t in (g if isinstance(g, (tuple, list)) else (g,))
-                if isinstance(t, Tensor)}
-        kept.update(k for k, e in env.items() if k not in known and e[0] is not r)
-        if kept and _holds(_state_of(hook), kept):
+        if set(_tensors_in(_state_of(hook))) - set(before):
             refuse(f"{hook_name(hook)} keeps its gradient, or a tensor it computed, in "
                    "Python state (a list, a dict, an attribute)")
         return r
@@ -110,13 +107,13 @@ def checked(hook, refuse, rec):
     return run
 
 
-def wrap_hooks(nodes, refuse, rec):
+def wrap_hooks(nodes, refuse):
     """Each node's pre-hooks replaced by ``checked`` ones; returns the
     function that puts the user's hooks back (after the recorded run)."""
     saved = []
     for n in nodes:
         saved.append((n, list(n.pre_hooks)))
-        n.pre_hooks[:] = [checked(h, refuse, rec) for h in n.pre_hooks]
+        n.pre_hooks[:] = [checked(h, refuse) for h in n.pre_hooks]
 
     def restore():
         for n, hooks in saved:

@@ -1289,7 +1289,7 @@ class Recording:
         loc = user_location()
         restore = traced_tensor_hooks.wrap_hooks(
             hooked, lambda why: self.fail(f"{format_location(loc)}: {why}: a compiled call "
-                                          "would not update it"), self)
+                                          "would not update it"))
 
         def after():
             autograd.RECORDING_BACKWARD[0] -= 1
