@@ -42,10 +42,11 @@ def hook_name(hook) -> str:
     return f"the tensor hook {getattr(fn, '__qualname__', repr(fn))}{where}"
 
 
-def _state_of(hook) -> list:
+def _state_of(hook, depth=2) -> list:
     """The Python objects ``hook`` can reach to keep something: its
     closure's cells, its defaults, the globals its code names, the object
-    of a bound method."""
+    of a bound method; and those of the functions its closure holds (a
+    wrapper's: a multi-output Function's slot hook), ``depth`` deep."""
     fn = getattr(hook, "__func__", hook)
     roots = [getattr(hook, "__self__", None), *(getattr(fn, "__defaults__", None) or ())]
     for c in getattr(fn, "__closure__", None) or ():
@@ -57,7 +58,8 @@ def _state_of(hook) -> list:
     for name in (code.co_names if code is not None else ()):
         if name in glob:
             roots.append(glob[name])
-    return [r for r in roots if r is not None]
+    inner = [r for r in roots if isinstance(r, types.FunctionType)] if depth else ()
+    return [r for r in roots if r is not None] + [x for f in inner for x in _state_of(f, depth - 1)]
 
 
 def _tensors_in(roots, depth=4, budget=20000) -> dict:
