@@ -56,7 +56,7 @@ LAYERS = [
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming",
                  "tracec.complex_trace", "tracec.attr_replay", "tracec.lifted_state",
                  "tracec.arg_dict_writes",
-                 "tracec.runtime_reads", "tracec.view_outputs"]),
+                 "tracec.runtime_reads", "tracec.view_outputs", "tracec.traced_tensor_hooks"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",

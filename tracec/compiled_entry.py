@@ -591,6 +591,12 @@ def _rebuild(tpl, returned, args, kwargs, made=None):
             t._node = graph.FreedNode(tpl[3])
         returned[tpl[1]] = t
         return t
+    if kind == "retained":  # h after h.retain_grad() and a backward in the call
+        t = _rebuild(tpl[1], returned, args, kwargs, made)
+        g = returned[tpl[2]]
+        t._retains_grad = True
+        t._grad = g if isinstance(g, Tensor) else Tensor._make(g, t.dtype)
+        return t
     if kind == "view":      # a view of an argument, state or result (tracec.view_outputs)
         cell = tpl[1]
         base = _rebuild(cell[0], returned, args, kwargs, made)

@@ -172,6 +172,9 @@ def _return_paths(tpl, prefix: str, out: dict) -> None:
     elif kind in ("tuple", "list"):
         for i, t in enumerate(tpl[1]):
             _return_paths(t, f"{prefix}[{i}]", out)
+    elif kind == "retained":    # a tensor and its retained .grad
+        _return_paths(tpl[1], prefix, out)
+        out[tpl[2]] = f"{prefix}.grad"
     elif kind == "view" and tpl[1][1] is None:   # a view returned as its own value
         _return_paths(tpl[1][0], prefix, out)
 

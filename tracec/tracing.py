@@ -35,7 +35,7 @@ from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
 from tracec.nn.parameter import Parameter
-from tracec import removable_handle
+from tracec import removable_handle, traced_tensor_hooks
 from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, PLAIN_WRITES, Module,
                                       replayed_token, tensor_leaves)
 from tracec.mutation import frozen
@@ -1145,9 +1145,12 @@ class Recording:
         its gradient, and every call retraced) nor written back.  A
         Parameter made in the call stays state (a lazily built layer), and a
         returned leaf keeps its guard (its caller may read its ``.grad``,
-        which compiled calls do not set: they retrace, as before)."""
+        which compiled calls do not set: they retrace, as before).  A
+        returned non-leaf that retains its grad is local too: the template
+        ("retained") sets its ``.grad`` at each call."""
         return leaf._birth == self.epoch and id(leaf) not in self.arg_position \
-            and id(leaf) not in returned and not isinstance(leaf, Parameter)
+            and (id(leaf) not in returned or leaf._retains_grad) \
+            and not isinstance(leaf, Parameter)
 
     def on_grad(self, t, kind, value):
         if self.suspended:
@@ -1217,12 +1220,13 @@ class Recording:
             # is recorded op by op (its VJPs are tensor ops; with
             # create_graph they are differentiable in turn, else made under
             # no_grad, so constants to a later backward)
+            custom = []
             try:
                 for t in tensors:
-                    self._leaves(t, loc, [])
+                    self._leaves(t, loc, custom)
             except TraceError as e:
                 return self.fail(str(e))
-            return self._record_eager_backward()
+            return self._record_eager_backward(traced_tensor_hooks.hooked_nodes(custom))
         if len(tensors) != 1:
             return self.fail(f"{format_location(loc)}: backward of several tensors at once "
                              "inside a compiled function is not supported yet; sum them first")
@@ -1236,7 +1240,7 @@ class Recording:
                 id(x) in POST_ACCUMULATE_HOOKS for x in leaves)):
             # (a post-accumulate-grad hook, e.g. an optimizer step in
             # backward, runs in the engine's run: recorded op by op with it)
-            return self._record_eager_backward()
+            return self._record_eager_backward(traced_tensor_hooks.hooked_nodes(custom))
         if inputs is not None:
             keep = {id(x) for x in inputs}
             leaves = [x for x in leaves if id(x) in keep]
@@ -1271,18 +1275,25 @@ class Recording:
                 self.grad_written[id(x)] = x
         return after
 
-    def _record_eager_backward(self):
+    def _record_eager_backward(self, hooked=()):
         """A backward through a user ``autograd.Function``: its ``backward``
         is the user's Python, which the autodiff pass cannot see.  The eager
         engine's run is recorded instead, op by op, as the forward is: each
         node's VJP (the primitives' rules, the user's backward) and the
         accumulation into ``.grad`` (``autograd._accumulate`` builds new
         tensors while ``autograd.RECORDING_BACKWARD``) become ops of the trace, and
-        the leaves' new gradients are written back as for a BackwardOp."""
+        the leaves' new gradients are written back as for a BackwardOp.
+        ``hooked``: the nodes holding tensor hooks, run checked
+        (``traced_tensor_hooks``)."""
         autograd.RECORDING_BACKWARD[0] += 1
+        loc = user_location()
+        restore = traced_tensor_hooks.wrap_hooks(
+            hooked, lambda why: self.fail(f"{format_location(loc)}: {why}: a compiled call "
+                                          "would not update it"))
 
         def after():
             autograd.RECORDING_BACKWARD[0] -= 1
+            restore()
         return after
 
     def _leaf_hooks_guard(self, leaves) -> None:
@@ -1353,13 +1364,21 @@ class Recording:
                                      f"({n.fn_cls.__name__}) inside a compiled backward is "
                                      "not supported yet")
                 custom.append(n)
-            if n.pre_hooks or graph.NODE_PRE_HOOKS.get(n) or graph.NODE_POST_HOOKS.get(n):
-                raise TraceError(f"{format_location(loc)}: tensor hooks are not supported "
-                                 "inside a compiled function")
+            if graph.NODE_PRE_HOOKS.get(n) or graph.NODE_POST_HOOKS.get(n):
+                raise TraceError(f"{format_location(loc)}: node hooks (grad_fn.register_hook, "
+                                 "register_prehook) are not supported inside a compiled function")
+            if n.pre_hooks:
+                if custom is None:
+                    raise TraceError(f"{format_location(loc)}: tensor hooks are not supported "
+                                     "inside a compiled function")
+                # ``h.register_hook(fn)``, ``h.retain_grad()``: the eager
+                # engine's run, recorded, calls them (traced_tensor_hooks)
+                custom.append(n)
             stack.extend(reversed([e for e in n.edges if e is not None]))
         if custom and traced:
             what = next((f"a custom autograd.Function ({c.fn_cls.__name__})" for c in custom
-                         if isinstance(c, graph.FunctionNode)), "a hook on a leaf")
+                         if isinstance(c, graph.FunctionNode) and not c.pre_hooks),
+                        "a tensor hook")
             raise TraceError(f"{format_location(loc)}: {what} and complex numbers in one "
                              "compiled backward are not supported yet")
         self._leaf_hooks_guard(out)
@@ -1421,7 +1440,14 @@ class Recording:
                 # requiring grad with a freed grad_fn of the same name.
                 freed = (x._node.name() if self.had_backward and x.requires_grad
                          and x._node is not None else None)
-                return ("tensor", len(values) - 1, x.dtype, freed)
+                tpl = ("tensor", len(values) - 1, x.dtype, freed)
+                if x._retains_grad and x._grad is not None and x._birth == self.epoch:
+                    # ``h.retain_grad()`` and a backward in the call: each
+                    # compiled call's h gets that call's gradient as .grad
+                    values.append(self.value_of(x._grad))
+                    outputs.append(OutputSpec("return"))
+                    return ("retained", tpl, len(values) - 1)
+                return tpl
             if type(x) is ItemValue and x.source is not None:
                 # a returned loss.item(): the tensor is an output, its float
                 # the result of each compiled call (compiled_entry._rebuild)
@@ -1955,7 +1981,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         # call ran eagerly; so do later ones of this signature.
         out, result = plain(result), None
         _settle_items(rec)
-        return out, (f"a returned tensor's gradient goes through {custom.__name__}'s backward "
+        return out, (f"a returned tensor's gradient goes through {custom} "
                      "(Python), which a backward outside the compiled call cannot run; call "
                      "backward() inside the compiled function to compile it, or this "
                      "signature runs eagerly")
@@ -2063,10 +2089,12 @@ def _returnable_plain(x) -> bool:
 
 
 def _user_function_behind(result):
-    """The class of a user ``autograd.Function`` (or ``torch.library``
-    custom op) that the graph of a returned tensor requiring grad reaches,
-    or None.  (tracec's own Functions are excluded: their backward is the
-    true gradient of what the trace records.)"""
+    """``"<class>'s backward"`` of a user ``autograd.Function`` (or
+    ``torch.library`` custom op) that the graph of a returned tensor
+    requiring grad reaches, or the tensor hook (``register_hook``,
+    ``retain_grad``) a node of it holds, or None.  (tracec's own Functions
+    are excluded: their backward is the true gradient of what the trace
+    records.)"""
     stack = [graph.edge_of(t) for t in tree_leaves(result)
              if isinstance(t, Tensor) and t.requires_grad]
     seen: set = set()
@@ -2079,7 +2107,9 @@ def _user_function_behind(result):
                 n.fn_cls.__module__.split(".")[0] != "tracec"
                 or n.fn_cls.__module__ == "tracec.library") and \
                 not getattr(n.ctx, "_recorded_vjp", False):    # (tracec.custom_vjp in the trace)
-            return n.fn_cls
+            return f"{n.fn_cls.__name__}'s backward"
+        if traced_tensor_hooks.hooked_nodes([n]):
+            return traced_tensor_hooks.hook_name(n.pre_hooks[0])
         stack.extend(e for e in getattr(n, "edges", ()) or () if e is not None)
     return None
 
