@@ -130,9 +130,7 @@ def _strided(base: Tensor, shape, strides, offset, dtype) -> Tensor:
     and byte ``strides`` from ``offset`` bytes past ``base``'s first element."""
     from tracec.strided_views import _alias, _root
     a = base._data
-    owner = a
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
+    owner = _owner(a)
     start = a.__array_interface__["data"][0] - owner.__array_interface__["data"][0] + offset
     arr = np.ndarray(shape, dtype.np, buffer=owner, offset=start, strides=strides)
     if not a.flags.writeable:
@@ -165,6 +163,13 @@ def _addr(a) -> int:
     return a.__array_interface__["data"][0]
 
 
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array owning ``a``'s memory (the end of its ``base`` chain)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
 def layout_of(now: np.ndarray, entry: np.ndarray):
     """How a traced call's in-place shape change turned an input's array
     ``entry`` into ``now``: ``("strided", shape, byte strides, byte offset
@@ -172,9 +177,7 @@ def layout_of(now: np.ndarray, entry: np.ndarray):
     ``entry``'s memory, else ``("fresh", shape)`` (``resize_`` past its
     storage: new memory)."""
     lo = _addr(entry)
-    owner = entry
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
+    owner = _owner(entry)
     start, end = _addr(owner), _addr(owner) + owner.nbytes
     if now.size and np.may_share_memory(now, owner) and start <= _addr(now) < end:
         return ("strided", now.shape, now.strides, _addr(now) - lo, entry.strides)
@@ -194,9 +197,7 @@ def relayout(arr: np.ndarray, layout) -> np.ndarray:
             "tracec.compile: an in-place shape change (unsqueeze_, t_, resize_, as_strided_) of "
             f"an input traced with strides {entry_strides} cannot be replayed on one with "
             f"strides {arr.strides}: pass a tensor of the traced layout (.contiguous())")
-    owner = arr
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
+    owner = _owner(arr)
     new = np.ndarray(shape, arr.dtype, buffer=owner, offset=_addr(arr) - _addr(owner) + offset,
                      strides=strides)
     if not arr.flags.writeable:
