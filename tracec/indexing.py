@@ -21,7 +21,7 @@ from tracec.graph import edge_of
 from tracec.node_views import TorchName
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.shape_ops import expand
-from tracec.symbolic import Sym
+from tracec.symbolic import Sym, known
 from tracec.ops.elementwise import INDEX_ERROR, INDEX_VALUE
 from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement, refuse_partial_overlap
 from tracec.torch_function_switch import caller
@@ -312,6 +312,21 @@ def _indices(k: slice, size):
     return clamp(k.start, 0), clamp(k.stop, size), step
 
 
+def _narrows(a, b, size, c) -> bool:
+    """Whether the slice ``a:b:c`` of a dimension of ``size`` does
+    something (is not the whole dimension).  Where a bound or the size is
+    symbolic and the sizes' bounds do not decide it, True, never a guard:
+    a slice op that spans the whole dimension is exact too, and a guard
+    ``T != 16`` from ``pos_emb[:, :T]`` would make T=16 (the full context)
+    a second trace, and a size ``tracec build`` libraries refuse."""
+    if not (isinstance(a, Sym) or isinstance(b, Sym) or isinstance(size, Sym)):
+        return bool(a or b != size or c != 1)
+    if c != 1:
+        return True
+    whole = known(a, "==", 0) is True and known(b, "==", size) is True
+    return not whole
+
+
 def _basic(x: Tensor, key: tuple):
     """``x[key]`` for ints and slices, at most one per dimension: a slice,
     then a reshape dropping the int-indexed dimensions."""
@@ -330,7 +345,8 @@ def _basic(x: Tensor, key: tuple):
             if b < a:
                 b = a
             out_shape.append((b - a + c - 1) // c)
-            if a or b != size or c != 1:
+            narrows = _narrows(a, b, size, c)
+            if narrows:
                 name = "SliceBackward0"
                 doing += 1
         else:
@@ -341,7 +357,8 @@ def _basic(x: Tensor, key: tuple):
             b, c = a + 1, 1
             dropped = True
             name = "SelectBackward0"
-        if a or b != size or c != 1:
+            narrows = _narrows(a, b, size, c)
+        if narrows:
             sliced = True
         starts.append(a)
         stops.append(b)
@@ -511,7 +528,7 @@ def _getitem(x: Tensor, key):
             starts.append(a), stops.append(b), steps.append(c)
             # (not len(range()): a symbolic size is no int)
             out_shape.append((b - a + c - 1) // c)
-            if a or b != size or c != 1:
+            if _narrows(a, b, size, c):
                 name = "SliceBackward0"
                 doing += 1
         elif isinstance(k, Tensor):
