@@ -235,7 +235,7 @@ def test_softmax_of_an_integer_tensor_fails_as_torch(fn, dtype, shape, dim):
                                run(real_torch, dtype=real_torch.float32).numpy(), rtol=1e-6)
 
 
-@pytest.mark.parametrize("xdtype", ["float64", "int64", "float16"])
+@pytest.mark.parametrize("xdtype", ["float64", "int64", "float16", "bfloat16"])
 @pytest.mark.parametrize("layer", ["Conv2d", "Conv2d-nobias", "Conv1d", "ConvTranspose2d"])
 def test_conv_given_another_dtype_fails_with_torchs_message(xdtype, layer):
     # A float64 image batch (torch.from_numpy) into a float32 conv: PyTorch

@@ -169,7 +169,12 @@ def test_lu_factor_scales_by_the_pivot_reciprocal():
     def f(L):
         return L.linalg.lu_factor(L.tensor([[0.3, 0.7, 0.1], [0.9, 0.2, 0.4], [0.6, 0.1, 0.5]]))
     (la, pa), (lb, pb) = _both(f)
-    _same(la, lb)
+    # the multipliers (first column below the pivot) bit for bit; the
+    # trailing updates to an ulp: MKL's getrf fuses a - l * u on some
+    # processors (Intel with FMA) and not on others
+    import numpy as np
+    _same(la[1:, 0], lb[1:, 0])
+    np.testing.assert_allclose(lb.numpy(), la.numpy(), rtol=2.5e-7, atol=0)
     _same(pa, pb)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from tracec.torch_rng import _fma
 
-__all__ = ["vector_width", "fexp_u20", "exp_rows", "row_sum"]
+__all__ = ["vector_width", "onednn_takes", "fexp_u20", "exp_rows", "row_sum"]
 
 _F = np.float32
 
@@ -34,17 +34,39 @@ _C = (_F(0.00010703434948458272), _F(0.30354260500649682), _F(-0.224338364786723
 
 
 @functools.lru_cache(maxsize=None)
-def _capability() -> str:
-    want = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+def _flags() -> frozenset:
+    """The processor's feature flags as Linux names them (empty where
+    /proc/cpuinfo is unreadable)."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = set()
             for line in f:
                 if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
-        flags = set()
+        pass
+    return frozenset()
+
+
+def onednn_takes(dtype_name: str) -> bool:
+    """Whether PyTorch's CPU convolution sends a ``dtype_name`` input
+    ("float16" / "bfloat16") to oneDNN on this machine (its
+    ``mkldnn_fp16_device_check`` / ``mkldnn_bf16_device_check``: oneDNN's
+    ISA at least AVX-512 core (with FP16 for half), or AVX-NE-CONVERT),
+    which decides the words of its dtype-mismatch error."""
+    flags = _flags()
+    core = {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
+    if dtype_name == "bfloat16":
+        return core or "avx_ne_convert" in flags
+    if dtype_name == "float16":
+        return (core and "avx512_fp16" in flags) or "avx_ne_convert" in flags \
+            or "amx_fp16" in flags
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _capability() -> str:
+    want = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    flags = _flags()
     avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "fma"} <= flags
     avx2 = {"avx2", "fma"} <= flags
     if want == "default":

@@ -19,7 +19,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import autocast_mode, fused_eager, graph, ops
+from tracec import aten_vec, autocast_mode, fused_eager, graph, ops
 from tracec.autograd import Function
 from tracec.symbolic import Sym, same
 from tracec.tensor import RECORDERS, Tensor, eager_direct
@@ -137,6 +137,28 @@ def _conv_calls(transposed):
     return calls
 
 
+#: ``Tensor.toString()`` of CPU tensors in PyTorch's oneDNN message
+_LEGACY_TYPE = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor",
+                "float16": "torch.HalfTensor", "bfloat16": "CPUBFloat16Type"}
+
+
+def _mismatch(x, weight):
+    """Raise PyTorch's error for an input whose dtype is not the weight's:
+    a half-precision input goes to oneDNN where this machine's processor
+    lets PyTorch send it there (its message then names legacy type
+    strings), anything else to the native kernels' scalar-type check."""
+    if x.dtype.name in ("float16", "bfloat16") and aten_vec.onednn_takes(x.dtype.name):
+        from tracec.backends import mkldnn
+        if mkldnn.enabled:
+            def name(d):
+                return _LEGACY_TYPE.get(d.name, d.name)
+            raise RuntimeError(f"Input type ({name(x.dtype)}) and weight type "
+                               f"({name(weight.dtype)}) should be the same or input should "
+                               "be a MKLDNN tensor and weight is a dense tensor")
+    raise RuntimeError(f"expected scalar type {dt.scalar_type_name(x.dtype)} but found "
+                       f"{dt.scalar_type_name(weight.dtype)}")
+
+
 @aten_report.reports(_conv_calls(False))
 def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
     if autocast_mode.ACTIVE:
@@ -163,8 +185,7 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
         if bias is not None and bias.dtype is not x.dtype:
             raise RuntimeError(f"Input type ({_C_TYPE_NAMES[x.dtype.name]}) and bias type "
                                f"({_C_TYPE_NAMES[bias.dtype.name]}) should be the same")
-        raise RuntimeError(f"expected scalar type {dt.scalar_type_name(x.dtype)} but found "
-                           f"{dt.scalar_type_name(weight.dtype)}")
+        _mismatch(x, weight)
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     kernel = tuple(weight.shape[2:])
@@ -588,8 +609,7 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     if x.dtype is not weight.dtype:
         # (PyTorch's transposed convolution checks the weight first; the
         # correlation below would name the bias)
-        raise RuntimeError(f"expected scalar type {dt.scalar_type_name(x.dtype)} but found "
-                           f"{dt.scalar_type_name(weight.dtype)}")
+        _mismatch(x, weight)
     kernel = tuple(weight.shape[2:])
     stride = _ntuple(stride, nsp, "stride")
     padding = _ntuple(padding, nsp, "padding")

@@ -14,7 +14,11 @@
 # of rounding-dependent sign, so no two libraries (or two summation orders)
 # would train alike.  Batches of 12 (not 4): with 4 clouds per BatchNorm
 # batch the training runs are chaotic (a 1e-6 change of the weights changes
-# the third loss in its third digit, in torch as well).
+# the third loss in its third digit, in torch as well).  The weights after
+# the compiled steps are compared element by element to 1e-4, and fewer than
+# one in a thousand may be further off: a near-tie of the max over points,
+# decided differently by another summation order (another processor's
+# vector width), sends a gradient to another point.
 from __future__ import print_function
 import copy
 
@@ -470,4 +474,5 @@ cstep = torch.compile(train_step)
 compiled = [cstep(pts, tgt).item() for _ in range(3)]
 print("compiled losses", [f"{v:.6f}" for v in compiled])
 print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
-      all(torch.allclose(net.state_dict()[k].float(), after[k].float(), rtol=1e-4, atol=1e-4) for k in after))
+      all(((net.state_dict()[k].float() - after[k].float()).abs()
+           > 1e-4 + 1e-4 * after[k].float().abs()).float().mean().item() < 1e-3 for k in after))
