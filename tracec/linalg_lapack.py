@@ -322,19 +322,22 @@ _solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd, _solve_graph_bwd)
 
 
 def solve(A, B, *, left=True):
+    """PyTorch's ``linalg.solve``: ``B`` is a (batch of) vector(s) when it is
+    1-D or ``A``'s shape without its last dimension (a column then, whose
+    batch dimensions broadcast with ``A``'s; with ``left=False`` a column
+    fits only a 1x1 ``A``, as in PyTorch), else a (batch of) matrices."""
     A = _square(A, "linalg.solve", complex_ok=True)
     (A, B), _ = promote("linalg.solve", A, _float_input(B, "linalg.solve", complex_ok=True))
-    if not left:   # X A = B  <=>  A^T X^T = B^T
-        return S.mT(solve(S.mT(A), S.mT(B)))
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
-    rows = B.shape[-1] if vector else B.shape[-2] if B.ndim >= 2 else B.shape[0]
-    if rows != A.shape[-1]:
-        n = A.shape[-1]
+    Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
+    if Bm.ndim < 2:
+        raise RuntimeError("linalg.solve: The input tensor B must have at least 2 dimensions.")
+    n, rows, cols = A.shape[-1], Bm.shape[-2], Bm.shape[-1]
+    if (rows if left else cols) != n:
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
-                           f"AX = B ({n}x{n} and {rows}x{1 if vector else B.shape[-1]})")
-    if vector:
-        return ops.reshape(_solve(A, ops.reshape(B, tuple(B.shape) + (1,))), tuple(B.shape))
-    return _solve(A, B)
+                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {rows}x{cols})")
+    X = _solve(A, Bm) if left else S.mT(_solve(S.mT(A), S.mT(Bm)))   # X A = B <=> A^T X^T = B^T
+    return ops.reshape(X, tuple(X.shape[:-1])) if vector else X
 
 
 @_lapack("cholesky", "linalg.cholesky: The factorization could not be completed because the "

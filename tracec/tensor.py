@@ -469,6 +469,8 @@ class Tensor:
         try:
             res = prim.impl(*arrays, **params) if params else prim.impl(*arrays)
         except (ValueError, TypeError) as e:
+            if prim is ew.check_p:      # a failed value check: its own error (ops.VALUE_ERROR)
+                raise
             prim.shape_rule(*[a.shape for a in arrays], **params)
             raise RuntimeError(f"{prim.name}: {e} (operand shapes "
                                f"{', '.join(str(a.shape) for a in arrays)})") from None

@@ -1,0 +1,138 @@
+"""What programs29 found missing, against PyTorch 2.13:
+
+* ``F.gaussian_nll_loss`` / ``nn.GaussianNLLLoss`` with a negative
+  variance computed a loss (the log of the clamped eps) where PyTorch
+  raises ``ValueError("var has negative entry/entries")``: silently
+  wrong.  Eager mode now checks the values (a tensor or a float var; NaN
+  passes, as ``torch.any(var < 0)`` lets it); a compiled call records the
+  check (a new ``ops.VALUE_ERROR`` check kind, so that the compiled
+  backends raise a ``ValueError`` too, naming the user's line).
+* ``torch.linalg.solve(A, b)`` with ``b`` a vector (1-D, or ``A``'s shape
+  without its last dimension) and ``A`` a batch of matrices crashed
+  reshaping the broadcast result (a reshape error); ``left=False`` with a
+  vector ``b`` computed a result (or raised IndexError) where PyTorch says
+  the shapes are incompatible (the vector is a column), and a 0-d ``b``
+  raised IndexError.  The result, its gradients and the messages are now
+  PyTorch's.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+BACKENDS = ["interp", "cpu"]
+
+
+def _pair(shape, seed, positive=False):
+    a = np.random.RandomState(seed).randn(*shape).astype(np.float32)
+    if positive:
+        a = np.abs(a) + 0.1
+    return torch.tensor(a), tracec.tensor(a)
+
+
+def _gnll_inputs(var_shape=(5, 3), seed=0):
+    (xt, xc), (yt, yc) = _pair((5, 3), seed), _pair((5, 3), seed + 1)
+    vt, vc = _pair(var_shape, seed + 2, positive=True)
+    for t in (xt, xc, vt, vc):
+        t.requires_grad_(True)
+    return (xt, yt, vt), (xc, yc, vc)
+
+
+@pytest.mark.parametrize("full", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("var_shape", [(5, 3), (5, 1), (5,)])
+def test_gaussian_nll_loss_matches_torch(full, reduction, var_shape):
+    (xt, yt, vt), (xc, yc, vc) = _gnll_inputs(var_shape)
+    want = torch.nn.GaussianNLLLoss(full=full, reduction=reduction)(xt, yt, vt)
+    got = tracec.nn.GaussianNLLLoss(full=full, reduction=reduction)(xc, yc, vc)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    want.sum().backward()
+    got.sum().backward()
+    for a, b in ((xc, xt), (vc, vt)):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("lib", [torch, tracec], ids=["torch", "tracec"])
+def test_gaussian_nll_loss_negative_var_raises_value_error(lib):
+    x, y = lib.zeros(4, 2), lib.ones(4, 2)
+    var = lib.ones(4, 2)
+    var[2, 1] = -0.5
+    with pytest.raises(ValueError, match=r"^var has negative entry/entries$"):
+        lib.nn.functional.gaussian_nll_loss(x, y, var)
+    with pytest.raises(ValueError, match=r"^var has negative entry/entries$"):
+        lib.nn.GaussianNLLLoss()(x, y, var[:, 1:])     # checked before the size is
+    with pytest.raises(ValueError, match=r"^var has negative entry/entries$"):
+        lib.nn.functional.gaussian_nll_loss(x, y, -1.0)
+
+
+def test_gaussian_nll_loss_nan_var_passes_as_torch():
+    x = np.zeros((2, 2), np.float32)
+    v = np.array([[1.0, np.nan], [0.5, 2.0]], np.float32)
+    want = torch.nn.functional.gaussian_nll_loss(torch.tensor(x), torch.tensor(x + 1), torch.tensor(v),
+                                                 reduction="none")
+    got = tracec.nn.functional.gaussian_nll_loss(tracec.tensor(x), tracec.tensor(x + 1), tracec.tensor(v),
+                                                 reduction="none")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_gaussian_nll_loss_checks_its_variances(backend):
+    def loss(x, y, v):
+        return tracec.nn.functional.gaussian_nll_loss(x, y, v, full=True)
+
+    f = tracec.compile(loss, backend=backend)
+    (xt, yt, vt), (xc, yc, vc) = _gnll_inputs()
+    got, want = f(xc, yc, vc), torch.nn.functional.gaussian_nll_loss(xt, yt, vt, full=True)
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    got.backward()
+    want.backward()
+    np.testing.assert_allclose(vc.grad.numpy(), vt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    bad = vc.detach().clone()
+    bad[3, 0] = -1.0
+    with pytest.raises(ValueError, match="var has negative entry/entries") as e:
+        f(xc, yc, bad)
+    assert "test_programs29_gaps.py" in str(e.value)        # names the user's line
+    ok = f(xc, yc, vc.detach() * 2)                           # and runs on afterwards
+    np.testing.assert_allclose(
+        ok.item(), torch.nn.functional.gaussian_nll_loss(xt, yt, vt.detach() * 2, full=True).item(),
+        rtol=1e-5)
+    assert math.isfinite(ok.item())
+
+
+_A = np.array([[2., 1, 0], [0, 2, 0], [1, 0, 2]], np.float32)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 3, 3), (3,)), ((2, 3, 3), (2, 3)),
+                                             ((3, 3), (3,)), ((2, 3, 3), (2, 2, 3)),
+                                             ((2, 3, 3), (1, 3)), ((4, 1, 3, 3), (2, 3, 2))])
+@pytest.mark.parametrize("left", [True, False])
+def test_linalg_solve_vector_and_batch_rhs_match_torch(a_shape, b_shape, left):
+    rng = np.random.RandomState(0)
+    a = (np.broadcast_to(_A, a_shape) + 0.1 * rng.randn(*a_shape)).astype(np.float32)
+    b = rng.randn(*b_shape).astype(np.float32)
+    at, bt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    ac, bc = tracec.tensor(a, requires_grad=True), tracec.tensor(b, requires_grad=True)
+    try:
+        want = torch.linalg.solve(at, bt, left=left)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=f"^{e}$".replace("(", r"\(").replace(")", r"\)")):
+            tracec.linalg.solve(ac, bc, left=left)
+        return
+    got = tracec.linalg.solve(ac, bc, left=left)
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    w = rng.randn(*want.shape).astype(np.float32)
+    (want * torch.tensor(w)).sum().backward()
+    (got * tracec.tensor(w)).sum().backward()
+    np.testing.assert_allclose(ac.grad.numpy(), at.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(bc.grad.numpy(), bt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_linalg_solve_zero_dim_rhs_message_matches_torch():
+    for lib in (torch, tracec):
+        with pytest.raises(RuntimeError, match="^linalg.solve: The input tensor B must have at least "
+                                               "2 dimensions.$"):
+            lib.linalg.solve(lib.eye(3), lib.tensor(1.0))
