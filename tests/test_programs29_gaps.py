@@ -14,6 +14,18 @@
   the shapes are incompatible (the vector is a column), and a 0-d ``b``
   raised IndexError.  The result, its gradients and the messages are now
   PyTorch's.
+* ``p.grad = g`` accepted a gradient of another dtype (a float64 gradient
+  on a float32 parameter, which PyTorch refuses: its optimizers then mix
+  dtypes), and its size / type messages were not PyTorch's.
+* ``torch.linalg.lstsq`` accepted operands of different dtypes (promoting
+  them, where PyTorch refuses), and its shape errors were NumPy's
+  (``matmul: Input operand 1 has a mismatch...``) or an SVD failure; now
+  PyTorch's checks in PyTorch's order.  ``torch.pinverse`` /
+  ``linalg.pinv`` of a vector said "linalg.svd: The algorithm failed to
+  converge" (wrong error); ``torch.gradient`` with a 0-d tensor spacing
+  crashed, and a spacing list of the wrong length without ``dim`` had the
+  other branch's message; ``triu_indices`` / ``tril_indices``' negative
+  sizes had a space PyTorch's message does not.
 """
 import math
 
@@ -136,3 +148,85 @@ def test_linalg_solve_zero_dim_rhs_message_matches_torch():
         with pytest.raises(RuntimeError, match="^linalg.solve: The input tensor B must have at least "
                                                "2 dimensions.$"):
             lib.linalg.solve(lib.eye(3), lib.tensor(1.0))
+
+
+def _message(fn, lib):
+    try:
+        fn(lib)
+    except Exception as e:          # noqa: BLE001 - the test compares what each raises
+        return type(e).__name__.replace("ShapeError", "RuntimeError"), str(e)
+    return None
+
+
+def _same_error(fn):
+    want = _message(fn, torch)
+    assert want is not None, "torch accepts it"
+    assert _message(fn, tracec) == want
+
+
+def _set_grad(lib, value):
+    p = lib.zeros(3, requires_grad=True)
+    p.grad = value(lib)
+
+
+@pytest.mark.parametrize("value", [
+    lambda lib: lib.zeros(3, dtype=lib.float64), lambda lib: lib.zeros(3, dtype=lib.int64),
+    lambda lib: lib.zeros(3, dtype=lib.bfloat16), lambda lib: lib.zeros(4),
+    lambda lib: lib.zeros(1, 3), lambda lib: lib.tensor(0.0), lambda lib: [1.0, 2.0, 3.0]],
+    ids=["float64", "int64", "bfloat16", "size", "rank", "0-d", "list"])
+def test_assigned_grad_checked_as_torch(value):
+    _same_error(lambda lib: _set_grad(lib, value))
+
+
+def test_assigned_grad_of_matching_dtype_and_none_pass():
+    for lib in (torch, tracec):
+        p = lib.zeros(2, dtype=lib.float64, requires_grad=True)
+        p.grad = lib.ones(2, dtype=lib.float64)
+        assert p.grad.dtype == lib.float64
+        p.grad = None
+        assert p.grad is None
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.linalg.lstsq(lib.ones(3, 2), lib.ones(4, 1)),
+    lambda lib: lib.linalg.lstsq(lib.ones(3, 2), lib.ones(4)),
+    lambda lib: lib.linalg.lstsq(lib.ones(2, 3, 2), lib.ones(3, 3, 1)),
+    lambda lib: lib.linalg.lstsq(lib.ones(3), lib.ones(3)),
+    lambda lib: lib.linalg.lstsq(lib.ones(3), lib.ones(3, 2)),
+    lambda lib: lib.linalg.lstsq(lib.ones(3, 2), lib.ones(3, 1, dtype=lib.float64)),
+    lambda lib: lib.linalg.lstsq(lib.ones(3, 2), lib.ones(3, 1, dtype=lib.int64)),
+    lambda lib: lib.linalg.lstsq(lib.ones(3, 2, dtype=lib.int64), lib.ones(3, 1, dtype=lib.int64)),
+    lambda lib: lib.linalg.lstsq(lib.ones(2, 3, 2), lib.ones(3)),
+    lambda lib: lib.linalg.lstsq(lib.ones(3, 2), lib.ones(2, 2, 3, 1)),
+    lambda lib: lib.pinverse(lib.ones(3)),
+    lambda lib: lib.linalg.pinv(lib.ones(3)),
+    lambda lib: lib.linalg.pinv(lib.ones(3, 1, dtype=lib.int64)),
+    lambda lib: lib.linalg.pinv(lib.ones(3, 2, dtype=lib.float16)),
+    lambda lib: lib.gradient(lib.ones(3, 4), spacing=[2.0]),
+    lambda lib: lib.gradient(lib.ones(3, 4), spacing=[2.0, 1.0, 1.0]),
+    lambda lib: lib.gradient(lib.ones(3, 4), spacing=[2.0, 1.0], dim=1),
+    lambda lib: lib.triu_indices(-1, 3),
+    lambda lib: lib.tril_indices(3, -2),
+], ids=lambda c: None)
+def test_linear_algebra_and_gradient_errors_as_torch(call):
+    _same_error(call)
+
+
+@pytest.mark.parametrize("shapes", [((5, 3), (5, 2)), ((5, 3), (5,)), ((2, 5, 3), (2, 5)),
+                                    ((2, 5, 3), (1, 5, 2))])
+def test_lstsq_valid_shapes_match_torch(shapes):
+    rng = np.random.RandomState(3)
+    a, b = (rng.randn(*s).astype(np.float32) for s in shapes)
+    want = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b)).solution
+    got = tracec.linalg.lstsq(tracec.tensor(a), tracec.tensor(b)).solution
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_gradient_zero_dim_tensor_spacing_is_a_number():
+    x = (np.arange(12.0).reshape(3, 4) ** 2).astype(np.float32)
+    want = torch.gradient(torch.tensor(x), spacing=torch.tensor(2.0))
+    got = tracec.gradient(tracec.tensor(x), spacing=tracec.tensor(2.0))
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy())
