@@ -26,6 +26,10 @@
   crashed, and a spacing list of the wrong length without ``dim`` had the
   other branch's message; ``triu_indices`` / ``tril_indices``' negative
   sizes had a space PyTorch's message does not.
+* ``torch.fft.fftfreq`` / ``rfftfreq`` divided by ``n * d`` where PyTorch
+  multiplies by ``1 / (n * d)``: the last bit differed for many ``n, d``
+  (a spectral solver's wavenumbers ``2 pi fftfreq(32, 6 / 32)``); now
+  bit-equal.
 """
 import math
 
@@ -230,3 +234,13 @@ def test_gradient_zero_dim_tensor_spacing_is_a_number():
     assert len(got) == len(want) == 2
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fftfreq_bit_equal_torch(dtype):
+    for n in range(1, 40):
+        for d in (1.0, 0.1, 6 / 32, 1 / 3, 0.37, 2.5):
+            for name in ("fftfreq", "rfftfreq"):
+                want = getattr(torch.fft, name)(n, d=d, dtype=getattr(torch, dtype))
+                got = getattr(tracec.fft, name)(n, d=d, dtype=getattr(tracec, dtype))
+                np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"{name}({n}, {d})")
