@@ -19,7 +19,11 @@ consistent Koopman autoencoder (torch.svd / torch.pinverse initialisation,
 the k x k consistency loss, clip_grad_norm_), the Deep Ritz method for a
 Poisson problem on the disk (ReLU^3 residual blocks, Ritz energy through
 autograd.grad create_graph, MultiStepLR), and heteroscedastic regression
-with MC dropout (nn.GaussianNLLLoss, dropout left on at test time).
+with MC dropout (nn.GaussianNLLLoss, dropout left on at test time), and
+the Fourier Neural Operator paper's Navier-Stokes data generator (a
+Gaussian random field from complex torch.randn through ifftn, the
+pseudo-spectral rfft2 / irfft2 vorticity solver with 2/3 dealiasing and
+Crank-Nicolson steps, compiled) with a circular-padding CNN surrogate.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled step against the same
@@ -39,7 +43,8 @@ PROGS = ROOT / "tests" / "programs" / "programs29"
 
 CASES = ["deq_anderson.py", "kalman_filter.py", "svgd_mixture.py", "deep_sets_sum.py",
          "sindy_lorenz.py", "echo_state_network.py", "lj_md_force_matching.py",
-         "koopman_ae_pendulum.py", "deep_ritz_poisson.py", "mc_dropout_heteroscedastic.py"]
+         "koopman_ae_pendulum.py", "deep_ritz_poisson.py", "mc_dropout_heteroscedastic.py",
+         "navier_stokes_grf.py"]
 EAGER_FALLBACK = {"deq_anderson.py", "kalman_filter.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
