@@ -35,6 +35,14 @@
   elements (a solver's ``t = torch.arange(0, T, dt)``); PyTorch's CPU
   kernel fuses the multiply-add and fills vectors from a rounded base: now
   emulated, bit-equal (one thread's loop, as the tests run torch).
+* ``Wishart.sample`` drew other samples than PyTorch for the same seed:
+  PyTorch 2.13's ``rsample`` flags the samples its positive-definite check
+  *passes* (``is_singular = self.support.check(sample)``), warns "Singular
+  sample detected." and draws those again (as many as flagged); tracec
+  redrew only singular ones.  It now follows PyTorch as written, so the
+  samples (and the generator's state after them) are PyTorch's.  (Left
+  alone: PyTorch's backward through such an rsample then fails, the flag
+  having been modified in place; tracec's gives the gradient.)
 """
 import math
 
@@ -269,3 +277,20 @@ def test_float_arange_bit_equal_torch(dtype):
         want = torch.arange(start, end, step, dtype=getattr(torch, dtype))
         got = tracec.arange(start, end, step, dtype=getattr(tracec, dtype))
         np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"arange({start}, {end}, {step})")
+
+
+@pytest.mark.filterwarnings("ignore:Low df values detected")
+@pytest.mark.parametrize("shape,df,batch", [((3,), 4.0, ()), ((), 4.0, ()), ((2,), [3.0, 5.0], (2,)),
+                                            ((), [3.0, 5.0], (2,)), ((4,), 1.5, ())])
+def test_wishart_samples_are_torchs(shape, df, batch):
+    cov = np.array([[1.0, 0.3], [0.3, 0.5]], np.float32)
+    got = []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        c = lib.tensor(np.broadcast_to(cov, batch + (2, 2)).copy())
+        d = lib.distributions.Wishart(lib.tensor(df) if isinstance(df, list) else df, covariance_matrix=c)
+        with pytest.warns(UserWarning, match="Singular sample detected."):
+            s = d.sample(shape)
+        got.append((s.numpy(), lib.rand(3).numpy()))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got[1][1], got[0][1])     # as many draws
