@@ -23,7 +23,11 @@ with MC dropout (nn.GaussianNLLLoss, dropout left on at test time), and
 the Fourier Neural Operator paper's Navier-Stokes data generator (a
 Gaussian random field from complex torch.randn through ifftn, the
 pseudo-spectral rfft2 / irfft2 vorticity solver with 2/3 dealiasing and
-Crank-Nicolson steps, compiled) with a circular-padding CNN surrogate.
+Crank-Nicolson steps, compiled) with a circular-padding CNN surrogate, and
+hamiltorch-style HMC for a Bayesian MLP (flattened parameters through
+functional_call, leapfrog with autograd.grad, Metropolis acceptance; its
+step size small enough that the last-bit matmul differences do not
+compound past the printed digits over 30 samples).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled step against the same
@@ -44,7 +48,7 @@ PROGS = ROOT / "tests" / "programs" / "programs29"
 CASES = ["deq_anderson.py", "kalman_filter.py", "svgd_mixture.py", "deep_sets_sum.py",
          "sindy_lorenz.py", "echo_state_network.py", "lj_md_force_matching.py",
          "koopman_ae_pendulum.py", "deep_ritz_poisson.py", "mc_dropout_heteroscedastic.py",
-         "navier_stokes_grf.py"]
+         "navier_stokes_grf.py", "hmc_bayesian_logreg.py"]
 EAGER_FALLBACK = {"deq_anderson.py", "kalman_filter.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
