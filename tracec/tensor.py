@@ -155,6 +155,7 @@ _NON_LEAF_GRAD = (
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
+
 def _check_assigned_grad(t: "Tensor", g) -> None:
     """PyTorch's checks on ``t.grad = g`` (``THPVariable_set_grad``): a
     tensor of ``t``'s size and dtype (its default ``grad_dtype``)."""
