@@ -948,9 +948,8 @@ def _lstsq_check(A, B):
         raise RuntimeError("torch.linalg.lstsq: Expected input and other to have the same dtype, "
                            f"but got input's dtype {dt.scalar_type_name(A.dtype)} and other's "
                            f"dtype {dt.scalar_type_name(B.dtype)}")
-    if not A.dtype.is_floating_point:     # (complex: _float_input says tracec's limit)
-        if not A.dtype.is_complex:
-            raise RuntimeError("This function doesn't handle types other than float and double")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):   # (complex: _float_input's limit)
+        raise RuntimeError("This function doesn't handle types other than float and double")
     A, B = _float_input(A, "torch.linalg.lstsq"), _float_input(B, "torch.linalg.lstsq")
     if A.shape[-2] != (B.shape[-1] if diff else B.shape[-2]):
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match "
