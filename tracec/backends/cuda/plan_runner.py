@@ -25,6 +25,7 @@ from tracec.symbolic import evaluate, guard_holds, parse
 
 __all__ = ["PlanRunner", "SizeGuardError"]
 
+
 class SizeGuardError(ValueError):
     """The call's sizes are outside what a symbolic executable was compiled for."""
 
