@@ -26,8 +26,9 @@ def _tri_indices(fn, row, col, offset, dtype, device):
     if d not in (dt.int64, dt.int32):
         raise RuntimeError(f"\"{fn.__name__}_indices\" not implemented for '{str(d)[6:]}'")
     if row < 0 or col < 0:
-        raise RuntimeError(f"row must be non-negative, got {row}" if row < 0
-                           else f"col must be non-negative, got {col}")
+        # (PyTorch's message has no space before the number)
+        raise RuntimeError(f"row must be non-negative, got{row}" if row < 0
+                           else f"col must be non-negative, got{col}")
     r, c = np.nonzero(fn(np.ones((row, col), bool), offset))
     idx = np.stack([r, c]).astype(d.np) if r.size else np.zeros((2, 0), d.np)
     return _finish(Tensor._make(np.ascontiguousarray(idx), d), False, device)

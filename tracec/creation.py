@@ -509,9 +509,56 @@ def arange(*args, dtype=None, device=None, requires_grad=False, **bounds) -> Ten
         return _finish(Tensor._make(data, d), requires_grad, device)
     if d in (dt.float16, dt.bfloat16):
         return _finish(Tensor._make(_half_arange(start, step, n, d), d), requires_grad, device)
-    data = (start + np.arange(n, dtype=np.float64) * step).astype(d.np) if d.is_floating_point \
+    data = _float_arange(float(start), float(step), n, d) if d in _FLOAT_LANES \
+        else (start + np.arange(n, dtype=np.float64) * step).astype(d.np) if d.is_floating_point \
         else np.arange(start, end, step, dtype=d.np)
     return _finish(Tensor._make(data, d), requires_grad, device)
+
+
+#: the lanes of PyTorch's (AVX2) Vectorized<float> / <double>, which its
+#: arange kernel fills
+_FLOAT_LANES = {dt.float32: 8, dt.float64: 4}
+
+
+def _fma(a, b, c):
+    """``a * b + c`` in float64 arrays, the product exact (Dekker's split)
+    and the sum a two-sum: as a fused multiply-add rounds it, but for rare
+    ties (none in 900k arange elements checked against PyTorch)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    p = a * b
+
+    def split(x):
+        t = 134217729.0 * x       # 2**27 + 1
+        hi = t - (t - x)
+        return hi, x - hi
+    (ah, al), (bh, bl) = split(a), split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    s = p + c
+    bb = s - p
+    return s + (((p - (s - bb)) + (c - bb)) + e)
+
+
+def _float_arange(start: float, step: float, n: int, d) -> np.ndarray:
+    """float32 / float64 ``arange`` as PyTorch's CPU kernel computes it in
+    double (its accumulate type), the compiler fusing its multiply-adds:
+    the vectorized loop (two vectors a step) fills each vector from a base
+    ``fma(step, i, start)`` (rounded to the dtype) plus ``k * step`` per
+    lane, the scalar tail (the last ``n % (2 lanes)``) ``fma(step, i,
+    start)``, each rounded once to the dtype.  One thread's loop: PyTorch
+    splits more than 32768 elements among its threads, each chunk its own
+    loop.  (``start + i * step`` was a unit off in the last place on 10-25%
+    of elements: ``t = torch.arange(0, T, dt)`` of a solver.)"""
+    lanes = _FLOAT_LANES[d]
+    i = np.arange(n, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        blk = np.floor(i / lanes) * lanes
+        base = _fma(step, blk, start).astype(d.np).astype(np.float64)
+        val = _fma(i - blk, step, base)
+        tail = n // (2 * lanes) * (2 * lanes)
+        val[tail:] = _fma(step, i[tail:], start)
+        plain = start + i * step      # (where the split overflows: huge bounds)
+        val = np.where(np.isfinite(val) | ~np.isfinite(plain), val, plain)
+        return val.astype(d.np)       # (beyond float32's range: inf, as PyTorch's)
 
 
 #: the lanes of PyTorch's Vectorized<Half/BFloat16>::arange, and the elements

@@ -138,7 +138,13 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):  # noqa: A002
     dims = list(range(f.ndim)) if dim is None else (
         [dim] if isinstance(dim, int) else list(dim))
     dims = [normalize_axis(d, f.ndim) for d in dims]
+    if isinstance(spacing, Tensor) and spacing.ndim == 0:
+        spacing = float(spacing)      # (PyTorch's Scalar overload: a 0-d tensor is a number)
     if isinstance(spacing, (list, tuple)):
+        if dim is None and len(spacing) != f.ndim:
+            raise RuntimeError("torch.gradient expected spacing to be unspecified, a scalar, or a "
+                               f"list of length equal to 'self.dim() = {f.ndim}', since dim "
+                               f"argument was not given, but got a list of length {len(spacing)}")
         if len(spacing) != len(dims):
             raise RuntimeError("torch.gradient expected spacing to be unspecified, a scalar or "
                                f"it's spacing and dim arguments to have the same length, but "

@@ -304,14 +304,16 @@ def fftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, requires_grad=Fal
     """The sample frequencies ``[0, 1, ..., -n//2 ... -1] / (d * n)``."""
     k = arange(n, dtype=dt.int64)
     k = F.where(F.ge(k, (n + 1) // 2), F.sub(k, n), k)
-    out = F.div(F._to(k, dtype or dt.get_default_dtype()), d * n)
+    # (PyTorch multiplies by 1 / (n d), a scalar rounded to the dtype, not
+    # divides: the two differ in the last bit)
+    out = F.mul(F._to(k, dtype or dt.get_default_dtype()), 1.0 / (n * d))
     return out.requires_grad_(requires_grad) if requires_grad else out
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, requires_grad=False):
     """The non-negative sample frequencies ``[0, 1, ..., n//2] / (d * n)``."""
     k = arange(n // 2 + 1, dtype=dtype or dt.get_default_dtype())
-    out = F.div(k, d * n)
+    out = F.mul(k, 1.0 / (n * d))       # (as fftfreq: PyTorch's rounding)
     return out.requires_grad_(requires_grad) if requires_grad else out
 
 

@@ -29,6 +29,7 @@ from tracec import ops
 from tracec import shape_ops as S
 from tracec._C import _LinAlgError
 from tracec.functions import promote, tensor_arg
+from tracec.ops.core import broadcast_shapes
 from tracec import lapack_lu
 from tracec.lapack_lu import getrf as _lu_np
 from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
@@ -322,19 +323,22 @@ _solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd, _solve_graph_bwd)
 
 
 def solve(A, B, *, left=True):
+    """PyTorch's ``linalg.solve``: ``B`` is a (batch of) vector(s) when it is
+    1-D or ``A``'s shape without its last dimension (a column then, whose
+    batch dimensions broadcast with ``A``'s; with ``left=False`` a column
+    fits only a 1x1 ``A``, as in PyTorch), else a (batch of) matrices."""
     A = _square(A, "linalg.solve", complex_ok=True)
     (A, B), _ = promote("linalg.solve", A, _float_input(B, "linalg.solve", complex_ok=True))
-    if not left:   # X A = B  <=>  A^T X^T = B^T
-        return S.mT(solve(S.mT(A), S.mT(B)))
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
-    rows = B.shape[-1] if vector else B.shape[-2] if B.ndim >= 2 else B.shape[0]
-    if rows != A.shape[-1]:
-        n = A.shape[-1]
+    Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
+    if Bm.ndim < 2:
+        raise RuntimeError("linalg.solve: The input tensor B must have at least 2 dimensions.")
+    n, rows, cols = A.shape[-1], Bm.shape[-2], Bm.shape[-1]
+    if (rows if left else cols) != n:
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
-                           f"AX = B ({n}x{n} and {rows}x{1 if vector else B.shape[-1]})")
-    if vector:
-        return ops.reshape(_solve(A, ops.reshape(B, tuple(B.shape) + (1,))), tuple(B.shape))
-    return _solve(A, B)
+                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {rows}x{cols})")
+    X = _solve(A, Bm) if left else S.mT(_solve(S.mT(A), S.mT(Bm)))   # X A = B <=> A^T X^T = B^T
+    return ops.reshape(X, tuple(X.shape[:-1])) if vector else X
 
 
 @_lapack("cholesky", "linalg.cholesky: The factorization could not be completed because the "
@@ -768,15 +772,27 @@ _pinv = _factorization("LinalgPinvBackward0", _pinv_fwd,
                        pinv_vjp(grads[0], _pinv(a, atol, rtol, hermitian)[0], a))
 
 
+def _pinv_input(A):
+    """``A`` checked as PyTorch's ``linalg.pinv`` does (its message names
+    the dtype and the shape), then as tracec's other decompositions."""
+    A = tensor_arg(A, "linalg.pinv")
+    if A.ndim < 2 or not (A.dtype.is_floating_point or A.dtype.is_complex) or \
+            A.dtype in (dt.float16, dt.bfloat16):
+        raise RuntimeError(f"linalg.pinv({dt.scalar_type_name(A.dtype)}{{{list(A.shape)}}}): "
+                           "expected a tensor with 2 or more dimensions of float, double, cfloat "
+                           "or cdouble types")
+    return _float_input(A, "linalg.pinv")
+
+
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
-    A = _float_input(A, "linalg.pinv")
+    A = _pinv_input(A)
     if hermitian:
         _square(A, "linalg.pinv")
     return _pinv(A, atol, rtol, bool(hermitian))[0]
 
 
 def pinverse(input, rcond=1e-15):  # noqa: A002
-    A = _float_input(input, "pinverse")
+    A = _pinv_input(input)
     return _pinv(A, None, rcond, False)[0]
 
 
@@ -917,20 +933,44 @@ _lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd, _lstsq_graph_
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+def _lstsq_check(A, B):
+    """PyTorch's checks on ``linalg.lstsq``'s operands, in its order: ``A``
+    is a (batch of) matrices, ``B`` has its dimensions or one fewer (a
+    batch of vectors) and its dtype, a floating one, and their rows agree.
+    Returns them."""
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
+    diff = A.ndim - B.ndim
+    if not 0 <= diff <= 1:
+        raise RuntimeError("torch.linalg.lstsq: input.dim() must be greater or equal to "
+                           "other.dim() and (input.dim() - other.dim()) <= 1")
+    if A.dtype is not B.dtype:
+        raise RuntimeError("torch.linalg.lstsq: Expected input and other to have the same dtype, "
+                           f"but got input's dtype {dt.scalar_type_name(A.dtype)} and other's "
+                           f"dtype {dt.scalar_type_name(B.dtype)}")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):   # (complex: _float_input's limit)
+        raise RuntimeError("This function doesn't handle types other than float and double")
+    A, B = _float_input(A, "torch.linalg.lstsq"), _float_input(B, "torch.linalg.lstsq")
+    if A.shape[-2] != (B.shape[-1] if diff else B.shape[-2]):
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match "
+                           f"other.size({-1 if diff else -2})")
+    return A, B
+
+
 def lstsq(A, B, rcond=None, *, driver=None):
     """``(solution, residuals, rank, singular_values)`` as PyTorch's cpu
     drivers give them: ``rank`` but for gels; ``singular_values`` for gelsd
     and gelss; ``residuals`` (``||A X - B||^2`` per column, differentiable)
     when m > n, the driver is not gelsy and every matrix has full rank;
     the others empty."""
-    A = _float_input(A, "linalg.lstsq")
-    B = _float_input(B, "linalg.lstsq")
+    A, B = _lstsq_check(tensor_arg(A, "linalg.lstsq"), tensor_arg(B, "linalg.lstsq"))
     driver = "gelsy" if driver is None else driver
     if driver not in _LSTSQ_DRIVERS:
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
                            "(gels, gelsy, gelsd, gelss)")
     vector = B.ndim == A.ndim - 1
     Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
+    broadcast_shapes(tuple(A.shape[:-2]), tuple(Bm.shape[:-2]))    # (PyTorch's message)
     Xm = _lstsq(A, Bm, rcond)
     X = ops.reshape(Xm, tuple(Xm.shape[:-1])) if vector else Xm
     empty = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)

@@ -155,6 +155,27 @@ _NON_LEAF_GRAD = (
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
+
+def _check_assigned_grad(t: "Tensor", g) -> None:
+    """PyTorch's checks on ``t.grad = g`` (``THPVariable_set_grad``): a
+    tensor of ``t``'s size and dtype (its default ``grad_dtype``)."""
+    if not isinstance(g, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                        f"{type(g).__name__}")
+    if tuple(g.shape) != tuple(t.shape):
+        raise RuntimeError(f"attempting to assign a gradient of size '{list(g.shape)}' to a tensor "
+                           f"of size '{list(t.shape)}'. Please ensure that the gradient and the "
+                           "tensor are the same size")
+    if g.dtype is not t.dtype:
+        raise RuntimeError(
+            f"attempting to assign a gradient with dtype '{dt.C_TYPE_NAMES[g.dtype.name]}' to a "
+            f"tensor with grad_dtype '{dt.scalar_type_name(t.dtype)}'. The gradient must match "
+            "the tensor's grad_dtype (defaults to the tensor's dtype). You can set the tensor's "
+            "grad_dtype attribute with a specific dtype, or None to allow any dtype. Set "
+            "grad_dtype with caution. Diverging the dtypes of a tensor and its gradient may "
+            "break downstream systems that assume they match.")
+
+
 class InferenceVersion(list):
     """The version box of an inference tensor: one made while
     ``inference_mode`` was on, and the views, ``detach()`` aliases and
@@ -469,6 +490,8 @@ class Tensor:
         try:
             res = prim.impl(*arrays, **params) if params else prim.impl(*arrays)
         except (ValueError, TypeError) as e:
+            if prim is ew.check_p:      # a failed value check: its own error (ops.VALUE_ERROR)
+                raise
             prim.shape_rule(*[a.shape for a in arrays], **params)
             raise RuntimeError(f"{prim.name}: {e} (operand shapes "
                                f"{', '.join(str(a.shape) for a in arrays)})") from None
@@ -507,12 +530,8 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
-        if value is not None and not isinstance(value, Tensor):
-            raise TypeError(f"assigned grad expected to be a Tensor or None but got "
-                            f"{type(value).__name__}")
-        if value is not None and tuple(value.shape) != tuple(self.shape):
-            raise RuntimeError(f"assigned grad has data of a different size: "
-                               f"{tuple(value.shape)} vs {tuple(self.shape)}")
+        if value is not None:
+            _check_assigned_grad(self, value)
         if GRAD_HOOKS:
             for h in GRAD_HOOKS:
                 h(self, "set", value)

@@ -1,8 +1,9 @@
 """``Wishart(df, covariance_matrix= | precision_matrix= | scale_tril=)``:
 positive-definite matrices; ``rsample`` is the Bartlett decomposition
 (chi-squared diagonal, normal lower triangle), reparameterized through the
-chi-squared (gamma) draws. Samples that come out singular are redrawn up
-to ``max_try_correction`` times, with PyTorch's warning."""
+chi-squared (gamma) draws, then redrawn as PyTorch 2.13 redraws (its
+check flags the positive-definite samples: see ``rsample``), with its
+warning."""
 from __future__ import annotations
 
 import math
@@ -164,17 +165,28 @@ class Wishart(ExponentialFamily):
         if max_try_correction is None:
             max_try_correction = 10
         sample = self._bartlett_sampling(sample_shape)
-        bad = TF.logical_not(self.support.check(sample.detach()))
-        if not _all(TF.logical_not(bad).all()):
+        # PyTorch 2.13 flags the samples its positive-definite check passes
+        # (``is_singular = self.support.check(sample)``, not negated): those
+        # are drawn again, as many as flagged, and a redrawn one that fails
+        # the check is drawn again.  Followed as written, so that the
+        # draws, the warning and the samples are PyTorch's.
+        flag = self._per_sample(self.support.check(sample.detach()))
+        if _all(flag.any()):
             warnings.warn("Singular sample detected.", stacklevel=2)
             for _ in range(max_try_correction):
-                fresh = self._bartlett_sampling(sample_shape)
-                mask = bad.reshape(tuple(bad.shape) + (1, 1))
-                sample = TF.where(mask, fresh, sample)
-                bad = TF.logical_not(self.support.check(sample.detach()))
-                if _all(TF.logical_not(bad).all()):
+                fresh = self._bartlett_sampling(tuple(flag[flag].shape))
+                sample[flag] = fresh
+                flag[flag.clone()] = self._per_sample(
+                    TF.logical_not(self.support.check(fresh.detach())))
+                if not _all(flag.any()):
                     break
         return sample
+
+    def _per_sample(self, flags):
+        """``flags`` (sample and batch dimensions) reduced over the batch
+        dimensions (any), as PyTorch's ``amax(self._batch_dims)``."""
+        nb = len(self._batch_shape)
+        return flags.amax(tuple(range(-nb, 0))) if nb else flags
 
     def log_prob(self, value):
         if self._validate_args:

@@ -22,7 +22,8 @@ from tracec import ops
 from tracec.nn._basic import _logsigmoid
 from tracec.nn._distance import pairwise_distance
 from tracec.nn._loss import _check_tensor, _reduce, _reduction
-from tracec.tensor import Tensor
+from tracec.ops.elementwise import VALUE_ERROR
+from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
            "cosine_embedding_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss",
@@ -228,6 +229,21 @@ def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,
     return _reduce(loss, reduction)
 
 
+_NEGATIVE_VAR = "var has negative entry/entries"
+
+
+def _nonnegative(var: Tensor) -> Tensor:
+    """``var``, checked to have no negative entry (NaN passes, as in
+    PyTorch's ``torch.any(var < 0)``): in Python in eager mode, by a
+    recorded check while tracing, so that a compiled call checks its own
+    variances (a ValueError either way, as PyTorch's)."""
+    if RECORDERS:
+        return ops.check(var, ops.logical_not(ops.lt(var, 0)), VALUE_ERROR + _NEGATIVE_VAR)
+    if (var._data < 0).any():
+        raise ValueError(_NEGATIVE_VAR)
+    return var
+
+
 def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean"):
     """``0.5 * (log(max(var, eps)) + (input - target)**2 / max(var, eps))``
@@ -235,7 +251,11 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
     through unchanged, as PyTorch's in-place clamp under ``no_grad`` does."""
     _check_tensor(input, "gaussian_nll_loss", "input")
     if not isinstance(var, Tensor):
+        if var < 0:
+            raise ValueError(_NEGATIVE_VAR)
         var = ops.full(tuple(input.shape), float(var), input.dtype, like=input)
+    else:
+        var = _nonnegative(var)
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = ops.reshape(var, tuple(var.shape) + (1,))

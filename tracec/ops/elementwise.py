@@ -791,6 +791,21 @@ def _check_dtype(x, c, **_):
 #: a check message starting with this fails with IndexError (the rest the
 #: message), as PyTorch's index checks do; others with RuntimeError
 INDEX_ERROR = "IndexError: "
+#: ... with this, with ValueError, as PyTorch's value checks written in
+#: Python do (gaussian_nll_loss's "var has negative entry/entries")
+VALUE_ERROR = "ValueError: "
+
+#: (message prefix, the compiled backends' error kind, the exception eager
+#: raises) of each check that does not fail with RuntimeError (kind "value")
+CHECK_KINDS = ((INDEX_ERROR, "index", IndexError), (VALUE_ERROR, "value_error", ValueError))
+
+
+def check_kind(message: str) -> tuple[str, str, type, str]:
+    """``(prefix, kind, exception class, text)`` of a check's message."""
+    for prefix, kind, exc in CHECK_KINDS:
+        if message.startswith(prefix):
+            return prefix, kind, exc, message[len(prefix):]
+    return "", "value", RuntimeError, message
 
 
 #: In a check's message: replaced by the first failing element's value (an
@@ -804,9 +819,8 @@ def _check_impl(x, cond, *, message):
             shape = np.broadcast_shapes(np.shape(x), np.shape(cond))
             bad = np.broadcast_to(x, shape)[~np.broadcast_to(cond, shape)].flat[0]
             message = message.replace(INDEX_VALUE, str(bad))
-        if message.startswith(INDEX_ERROR):
-            raise IndexError(message[len(INDEX_ERROR):])
-        raise RuntimeError(message)
+        _, _, exc, text = check_kind(message)
+        raise exc(text)
     shape = np.broadcast_shapes(np.shape(x), np.shape(cond))
     # A copy (never the operand itself: eager results own their memory).
     return np.array(np.broadcast_to(x, shape)) if np.shape(x) != shape else x.copy()

@@ -66,11 +66,11 @@ def splat_value(op: ir.ConstantOp):
 
 def _check_kind(message: str) -> tuple[str, str]:
     """``(kind prefix, text)`` of a check's message (``ops.INDEX_ERROR``:
-    an IndexError; the prefix stays first, before the user's line)."""
-    from tracec.ops.elementwise import INDEX_ERROR
-    if message.startswith(INDEX_ERROR):
-        return INDEX_ERROR, message[len(INDEX_ERROR):]
-    return "", message
+    an IndexError, ``ops.VALUE_ERROR`` a ValueError; the prefix stays
+    first, before the user's line)."""
+    from tracec.ops.elementwise import check_kind
+    prefix, _, _, text = check_kind(message)
+    return prefix, text
 
 
 class ProgramBuilder:

@@ -171,11 +171,10 @@ def check_code(kernels, message: str) -> int:
     """The error code of a failed run-time check with this message, made
     once per message by ``kernels.error`` (so kernels reused by their key
     report the same one); a message marked ``INDEX_ERROR`` fails with
-    IndexError (``CpuIndexError``), as PyTorch's index checks."""
-    from tracec.ops.elementwise import INDEX_ERROR
-    kind = "value"
-    if message.startswith(INDEX_ERROR):
-        kind, message = "index", message[len(INDEX_ERROR):]
+    IndexError (``CpuIndexError``), as PyTorch's index checks, one marked
+    ``VALUE_ERROR`` with ValueError (``CpuValueError``)."""
+    from tracec.ops.elementwise import check_kind
+    _, kind, _, message = check_kind(message)
     for k, e in enumerate(kernels.errors):
         if e == [kind, message]:
             return k + 1

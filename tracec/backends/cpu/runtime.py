@@ -13,7 +13,8 @@ bytes, 64-byte aligned; ``nthreads`` caps the threads a kernel may start
 (pthreads, joined before the call returns).  It returns 0, or ``k`` > 0:
 ``signature["errors"][k - 1]`` is ``[kind, message]`` for the op that
 failed ("index": an index out of range; the first 8 bytes of the
-workspace then hold it, substituted for ``{index}`` in the message).
+workspace then hold it, substituted for ``{index}`` in the message;
+``ERROR_KINDS`` gives each kind's exception).
 A module with collectives reads its communicators' Fortran handles
 (``signature["comms"]``, the handles its trace used) from the i64 words
 after the first (``collectives.COMMS_INDEX``); they are written when a
@@ -54,8 +55,8 @@ from tracec import dtypes as dt
 from tracec.threads import default_threads
 from tracec.backends.cpu import codegen, output_pool
 
-__all__ = ["CpuExecutable", "CpuRuntimeError", "CpuIndexError", "load_object", "FORMAT",
-           "default_threads"]
+__all__ = ["CpuExecutable", "CpuRuntimeError", "CpuIndexError", "CpuValueError", "ERROR_KINDS",
+           "load_object", "FORMAT", "default_threads"]
 
 #: Version of the object/signature contract; bump when the ABI changes.
 FORMAT = 1
@@ -77,7 +78,13 @@ class CpuIndexError(CpuRuntimeError, IndexError):
     eager mode)."""
 
 
-_ERROR_KINDS = {"index": CpuIndexError, "value": CpuRuntimeError}
+class CpuValueError(CpuRuntimeError, ValueError):
+    """A value check PyTorch makes in Python failed in compiled code (a
+    ``ValueError``, as in eager mode: gaussian_nll_loss's negative var)."""
+
+
+#: the exception of each error kind a compiled check reports (``check_code``)
+ERROR_KINDS = {"index": CpuIndexError, "value": CpuRuntimeError, "value_error": CpuValueError}
 
 
 def _lljit():
@@ -357,7 +364,7 @@ class CpuExecutable:
             raise CpuRuntimeError(f"compiled function failed with code {rc}")
         kind, message = self._errors[rc - 1]
         bad = int(ws[0][ws[2]:ws[2] + 8].view(np.int64)[0])
-        raise _ERROR_KINDS.get(kind, CpuRuntimeError)(message.replace("{index}", str(bad)))
+        raise ERROR_KINDS.get(kind, CpuRuntimeError)(message.replace("{index}", str(bad)))
 
     @staticmethod
     def _coerce(a, shape, npd):

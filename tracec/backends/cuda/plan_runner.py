@@ -19,13 +19,11 @@ import base64
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec.backends.cpu.runtime import CpuIndexError, CpuRuntimeError
+from tracec.backends.cpu.runtime import ERROR_KINDS as _ERRORS, CpuRuntimeError
 from tracec.backends.cuda.kernels import ERROR_CODE, MAX_GRID
 from tracec.symbolic import evaluate, guard_holds, parse
 
 __all__ = ["PlanRunner", "SizeGuardError"]
-
-_ERRORS = {"index": CpuIndexError, "value": CpuRuntimeError}
 
 
 class SizeGuardError(ValueError):
