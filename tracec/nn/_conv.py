@@ -148,13 +148,11 @@ def _mismatch(x, weight):
     lets PyTorch send it there (its message then names legacy type
     strings), anything else to the native kernels' scalar-type check."""
     if x.dtype.name in ("float16", "bfloat16") and aten_vec.onednn_takes(x.dtype.name):
-        from tracec.backends import mkldnn
-        if mkldnn.enabled:
-            def name(d):
-                return _LEGACY_TYPE.get(d.name, d.name)
-            raise RuntimeError(f"Input type ({name(x.dtype)}) and weight type "
-                               f"({name(weight.dtype)}) should be the same or input should "
-                               "be a MKLDNN tensor and weight is a dense tensor")
+        def name(d):
+            return _LEGACY_TYPE.get(d.name, d.name)
+        raise RuntimeError(f"Input type ({name(x.dtype)}) and weight type "
+                           f"({name(weight.dtype)}) should be the same or input should "
+                           "be a MKLDNN tensor and weight is a dense tensor")
     raise RuntimeError(f"expected scalar type {dt.scalar_type_name(x.dtype)} but found "
                        f"{dt.scalar_type_name(weight.dtype)}")
 
