@@ -1,0 +1,47 @@
+"""Public programs, small configurations (``tests/programs/programs28``),
+written for these tests after classic vision and generative repositories
+(the source each follows is named in its header): CBAM attention in a
+ResNet (Jongchan/attention-module: avg / max / lp / logsumexp channel
+pooling, ChannelPool, the 7x7 spatial gate, the state_dict()[key][...] =
+init), Newell's stacked hourglass pose network (princeton-vl: the recursive
+Hourglass, nearest Upsample, intermediate supervision by torch.stack and
+HeatmapLoss), Growing Neural Cellular Automata (the Distill model's PyTorch
+port: depthwise Sobel perception by F.conv2d(groups=), alive masks from
+max_pool2d, stochastic updates, normalised gradients, MultiStepLR), EDSR
+(sanghyun-son: MeanShift with a frozen 1x1 conv, res_scale, PixelShuffle
+Upsampler, the tail-tolerant load_state_dict, quantize and calc_psnr),
+FixMatch (kekmodel: interleave / de_interleave, thresholded pseudo labels,
+ModelEMA, the cosine LambdaLR with warmup, nesterov SGD groups) and
+DeepDream (eriklindernoren: the sliced VGG features, image.data += a
+step normalised through NumPy, octaves by F.interpolate).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1``; each checks a compiled step against the same
+step run eagerly.  The cellular automaton checks its compiled update with
+every cell firing: a compiled function draws its random masks from the
+counter-based stream (as torch.compile's Philox kernels do), not eager
+PyTorch's.  The hourglass trains at lr 2e-4 and leaves the pre-BatchNorm
+conv biases out of its compiled-vs-eager state check: their gradients are
+zero but for rounding, which Adam turns into +-lr steps (at the repo's
+1e-3, PyTorch's own float32 losses leave its float64 ones at the third
+digit within three steps).
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "programs28"
+
+CASES = ["cbam_resnet.py", "stacked_hourglass.py", "growing_nca.py", "edsr_sr.py",
+         "fixmatch.py", "deep_dream.py"]
+EAGER_FALLBACK: set = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_programs28_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
