@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from tracec import aten_report
 from tracec import dtypes as dt
 from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, lifted_state
-from tracec import size_generic
+from tracec import size_generic, torch_rng
 from tracec import kernel_profiler as profiler
 from tracec.nn.modules.module import Module
 from tracec.compiled_module import OptimizedModule  # noqa: F401  (tracec.compiler.OptimizedModule)
@@ -560,15 +560,32 @@ class CompiledFunction:
         t0 = time.perf_counter()
         dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
                               self._sym.get(pattern_key(key), ()))
+        if torch_rng.FALLBACK_RANDOM[0]:
+            # (eager draws need concrete sizes: a symbolic trace's would
+            # come from the counter-based stream)
+            dims = None
         # (the collector off while recording: the trace builds its IR op by
         # op, and each allocation burst set off a collection finding
         # nothing: see passes.pipeline.paused_gc)
+        eager_draws = torch_rng.TRACED_EAGER_DRAWS[0]
         with recurrent.scans(getattr(BACKENDS[self.backend], "SCANS", True)), paused_gc():
             result, trace = record(self.fn, args, kwargs, self.__name__,
                                    fallback=self.fallback == "eager",
                                    symbols=SymbolTable(*dims) if dims else None,
                                    lift=self._liftable() + self._arg_locations(),
                                    views=not self.values_only)
+        if torch_rng.TRACED_EAGER_DRAWS[0] != eager_draws:
+            # fallback_random: the call drew PyTorch's eager numbers while
+            # it was recorded (its result is eager's); compiled code would
+            # draw from the counter-based stream instead.
+            why = ("it draws random numbers and torch._inductor.config.fallback_random is "
+                   "set: they are PyTorch's eager numbers, which compiled code cannot draw")
+            self._eager_keys[key] = why
+            if not self._warned:
+                warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
+                              f"signature: {why}", stacklevel=3)
+                self._warned = True
+            return result
         if isinstance(trace, ArraysRead):
             # It read a NumPy array argument's values (np.asarray(a, dtype),
             # a.mean()): the call ran eagerly; arrays are keyed by their
