@@ -117,3 +117,66 @@ def test_fallback_random_flag_reads_back_and_resets():
     got = cf(tracec.zeros(4)).numpy()
     torch.manual_seed(0)
     assert not np.array_equal(got, torch.rand(4).numpy())
+
+
+# --- a deprecated backward hook on a convolution in a compiled step ---------
+#
+# pytorch-deform-conv-v2 puts ``register_backward_hook`` (the non-full
+# hook) on its offset conv.  Eagerly tracec's convolution is one node, as
+# PyTorch's; traced it is im2col primitives, whose last node cannot give
+# PyTorch's (grad_input, grad_weight, grad_bias): registering raised a
+# RuntimeError from inside the compiled step, where ``torch.compile`` runs
+# the step.  While tracing, the hooked convolution now runs as one node
+# named ConvolutionBackward0; a hook on a grad_fn then sends the step
+# eagerly (fallback="eager", torch.compile's default) or is refused by name.
+
+def _hooked_conv_step(lib, scale):
+    lib.manual_seed(0)
+    conv = lib.nn.Conv2d(2, 3, 3, padding=1, bias=scale is not None)
+    seen = []
+
+    def hook(module, grad_input, grad_output):
+        seen.append([None if g is None else g.detach().clone() for g in grad_input])
+        if scale is not None:
+            return tuple(None if g is None else g * scale for g in grad_input)
+
+    conv.register_backward_hook(hook)
+    x = lib.randn(2, 2, 5, 5, requires_grad=True)
+
+    def step(x):
+        conv(x).pow(2).sum().backward()
+        return x.grad
+
+    return conv, seen, x, step
+
+
+@pytest.mark.parametrize("scale", [None, 0.1], ids=["observe", "replace"])
+def test_legacy_conv_hook_in_compiled_step_runs_eagerly_with_torchs_grads(scale):
+    t_conv, t_seen, t_x, t_step = _hooked_conv_step(torch, scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gx_t = t_step(t_x).numpy()
+    conv, seen, x, step = _hooked_conv_step(tracec, scale)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gx = tracec.compile(step, fallback="eager")(x).numpy()
+    assert any("running eagerly" in str(c.message) and "ConvolutionBackward0" in str(c.message)
+               for c in caught)
+    np.testing.assert_allclose(gx, gx_t, rtol=1e-5, atol=1e-6)
+    assert len(seen) == len(t_seen) == 1 and len(seen[0]) == len(t_seen[0]) == 3
+    for g, g_t in zip(seen[0], t_seen[0]):
+        assert (g is None) == (g_t is None)
+        if g is not None:
+            np.testing.assert_allclose(g.numpy(), g_t.numpy(), rtol=1e-5, atol=1e-6)
+    for name in ("weight",) + (("bias",) if scale is not None else ()):
+        np.testing.assert_allclose(getattr(conv, name).grad.numpy(),
+                                   getattr(t_conv, name).grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_legacy_conv_hook_in_fullgraph_step_is_refused_by_name():
+    conv, seen, x, step = _hooked_conv_step(tracec, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(tracec.tracing.TraceError,
+                           match=r"test_programs28_gaps.py:\d+: ConvolutionBackward0.register_hook"):
+            tracec.compile(step)(x)

@@ -13,18 +13,27 @@ Upsampler, the tail-tolerant load_state_dict, quantize and calc_psnr),
 FixMatch (kekmodel: interleave / de_interleave, thresholded pseudo labels,
 ModelEMA, the cosine LambdaLR with warmup, nesterov SGD groups) and
 DeepDream (eriklindernoren: the sliced VGG features, image.data += a
-step normalised through NumPy, octaves by F.interpolate).
+step normalised through NumPy, octaves by F.interpolate), Deep Image Prior
+(DmitryUlyanov: the skip() network of Concat with centre crops,
+ReflectionPad2d, bilinear Upsample, optimizer.step(closure) with a noise
+regulariser, the exponential average and backtracking) and deformable
+convolution v2 in plain PyTorch (4uiiurz1: meshgrid offsets, floor /
+clamp bilinear corners, gather, sigmoid modulation, a deprecated
+register_backward_hook on the offset conv).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled step against the same
-step run eagerly.  The cellular automaton checks its compiled update with
-every cell firing: a compiled function draws its random masks from the
-counter-based stream (as torch.compile's Philox kernels do), not eager
-PyTorch's.  The hourglass trains at lr 2e-4 and leaves the pre-BatchNorm
-conv biases out of its compiled-vs-eager state check: their gradients are
-zero but for rounding, which Adam turns into +-lr steps (at the repo's
-1e-3, PyTorch's own float32 losses leave its float64 ones at the third
-digit within three steps).
+step run eagerly. The deformable convolution's step runs eagerly under
+torch.compile: its conv carries a deprecated backward hook, a hook on a
+grad_fn that compiled code would not call (test_programs28_gaps). The
+cellular automaton checks its compiled update with every cell firing: a
+compiled function draws its random masks from the counter-based stream (as
+torch.compile's Philox kernels do), not eager PyTorch's. The hourglass
+trains at lr 2e-4 and it and Deep Image Prior leave the pre-BatchNorm conv
+biases out of their compiled-vs-eager state checks: their gradients are zero
+but for rounding, which Adam turns into +-lr steps (at the repo's 1e-3,
+PyTorch's own float32 losses leave its float64 ones at the third digit
+within three steps).
 """
 import pathlib
 
@@ -36,8 +45,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs28"
 
 CASES = ["cbam_resnet.py", "stacked_hourglass.py", "growing_nca.py", "edsr_sr.py",
-         "fixmatch.py", "deep_dream.py"]
-EAGER_FALLBACK: set = set()
+         "fixmatch.py", "deep_dream.py", "deep_image_prior.py", "deform_conv_v2.py"]
+EAGER_FALLBACK = {"deform_conv_v2.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
