@@ -19,7 +19,10 @@ ReflectionPad2d, bilinear Upsample, optimizer.step(closure) with a noise
 regulariser, the exponential average and backtracking) and deformable
 convolution v2 in plain PyTorch (4uiiurz1: meshgrid offsets, floor /
 clamp bilinear corners, gather, sigmoid modulation, a deprecated
-register_backward_hook on the offset conv).
+register_backward_hook on the offset conv) and ESRGAN (BasicSR: RRDB dense
+blocks, nearest upsampling, the discriminator frozen by requires_grad =
+False in the generator step, the relativistic average BCEWithLogits GAN
+losses, two Adams).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled step against the same
@@ -45,7 +48,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs28"
 
 CASES = ["cbam_resnet.py", "stacked_hourglass.py", "growing_nca.py", "edsr_sr.py",
-         "fixmatch.py", "deep_dream.py", "deep_image_prior.py", "deform_conv_v2.py"]
+         "fixmatch.py", "deep_dream.py", "deep_image_prior.py", "deform_conv_v2.py",
+         "esrgan_rrdb.py"]
 EAGER_FALLBACK = {"deform_conv_v2.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -404,7 +404,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise RuntimeError(f"result type {dt.scalar_type_name(TF.result_type(target, input))} "
                            f"can't be cast to the desired output type {dt.scalar_type_name(T)}")
     half = input.dtype in (dt.float16, dt.bfloat16)
-    if half and T is input.dtype and input.requires_grad and graph_enabled() and all(
+    # (every float input: the gradient as PyTorch's backward rounds it, not
+    # the softplus composition's, a few ulps off: Adam amplifies that where
+    # the gradient cancels to zero, as a relativistic GAN's bias does)
+    if input.dtype.is_floating_point and T is input.dtype and input.requires_grad and \
+            graph_enabled() and all(
             p is None or p.dtype is T for p in (weight, pos_weight)):
         y = binary_cross_entropy_with_logits(ops.stop_gradient(input), target, weight,
                                              reduction=reduction, pos_weight=pos_weight)
