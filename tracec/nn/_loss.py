@@ -412,7 +412,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
             p is None or p.dtype is T for p in (weight, pos_weight)):
         y = binary_cross_entropy_with_logits(ops.stop_gradient(input), target, weight,
                                              reduction=reduction, pos_weight=pos_weight)
-        return _half_bce_logits_vjp(y, input, target, weight, pos_weight, reduction)
+        return _bce_logits_vjp(y, input, target, weight, pos_weight, reduction)
     # softplus(-x) = -log_sigmoid(x) = m + log(exp(-m) + exp(-x - m)) with
     # m = max(-x, 0): stable; a half input's as PyTorch's log_sigmoid
     # kernel makes it, in float32 rounded once
@@ -429,10 +429,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction)
 
 
-def _half_bce_logits_vjp(y, x, target, weight, pos_weight, reduction):
-    """``y``, the half binary_cross_entropy_with_logits of ``x`` computed
-    with ``x`` detached, with the input gradient of PyTorch's backward as its
-    half ops round it: ``((sigmoid(x) - t) * g) * weight / numel`` (with
+def _bce_logits_vjp(y, x, target, weight, pos_weight, reduction):
+    """``y``, the binary_cross_entropy_with_logits of ``x`` computed with
+    ``x`` detached, with the input gradient of PyTorch's backward as its ops
+    (half ones too) round it: ``((sigmoid(x) - t) * g) * weight / numel`` (with
     ``pos_weight``: ``((p t + 1 - t) sigmoid(x) - p t)`` first).  The added
     zero term ``k * (w * ((x - x) / n))``, summed, is the linear map whose
     transpose that is."""
