@@ -255,3 +255,55 @@ def test_bce_with_logits_input_grad_compiled_is_eagers(backend):
     np.testing.assert_allclose(g_c.numpy(), g_e.numpy(), rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(g_c.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(loss_c.item(), loss_e.item(), rtol=1e-6)
+
+
+# --- SPADE's imports and optimizer ---------------------------------------
+#
+# ``import torch.nn.utils.spectral_norm as spectral_norm`` (SPADE, many
+# GANs) binds PyTorch's function (the package attribute, which shadows its
+# submodule); under ``tracec run`` the alias import set the submodule on
+# the package, over the function: ``spectral_norm(conv)`` raised "'module'
+# object is not callable".  And SPADE's ``Adam(betas=(0, 0.9))`` is
+# refused by PyTorch 2.13 ("betas must be either both floats or both
+# Tensors"); tracec accepted it.
+
+_IMPORTS = """\
+import torch.nn.utils.spectral_norm as spectral_norm
+import torch.nn.utils.weight_norm as weight_norm
+import torch.nn as nn
+import torch.nn.utils as utils
+conv = spectral_norm(nn.Conv2d(2, 3, 3))
+lin = weight_norm(nn.Linear(2, 3))
+print(type(spectral_norm).__name__, type(weight_norm).__name__, type(utils.spectral_norm).__name__,
+      sorted(n for n, _ in conv.named_parameters()), sorted(n for n, _ in lin.named_parameters()))
+"""
+
+
+def test_spectral_norm_imported_as_submodule_name_is_the_function(tmp_path):
+    from test_public_programs_tutorials2 import run_tracec
+    from torch_recordings import script_output
+    script = tmp_path / "spade_imports.py"
+    script.write_text(_IMPORTS)
+    out, _ = run_tracec(script, tmp_path)
+    assert out == script_output("programs28/spade_imports", script, cwd=tmp_path)
+    assert out.startswith("function function function")
+
+
+@pytest.mark.parametrize("betas", [(0, 0.9), (0.9, 0), ("t", 0.9)], ids=["int0", "int1", "mixed"])
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_adam_int_or_mixed_betas_refused_as_torch(name, betas):
+    errors = []
+    for lib in (torch, tracec):
+        p = lib.nn.Parameter(lib.ones(2))
+        b = tuple(lib.tensor(0.5) if v == "t" else v for v in betas)
+        with pytest.raises(ValueError) as e:
+            getattr(lib.optim, name)([p], betas=b)
+        errors.append(str(e.value))
+    assert errors[1] == errors[0] == "betas must be either both floats or both Tensors"
+
+
+def test_adam_float_or_tensor_betas_accepted():
+    p = tracec.nn.Parameter(tracec.ones(2))
+    tracec.optim.Adam([p], betas=(0.0, 0.9))
+    tracec.optim.Adam([p], betas=(np.float64(0.5), 0.9))
+    tracec.optim.Adam([p], betas=(tracec.tensor(0.5), tracec.tensor(0.9)))

@@ -22,7 +22,11 @@ clamp bilinear corners, gather, sigmoid modulation, a deprecated
 register_backward_hook on the offset conv) and ESRGAN (BasicSR: RRDB dense
 blocks, nearest upsampling, the discriminator frozen by requires_grad =
 False in the generator step, the relativistic average BCEWithLogits GAN
-losses, two Adams).
+losses, two Adams) and SPADE / GauGAN (NVlabs: SPADE's parameter-free
+BatchNorm modulated by convolutions of the nearest-resized label map made
+by scatter_, spectral_norm imported under its submodule's name, a
+multiscale PatchGAN returning its intermediate features, hinge and
+feature-matching losses).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled step against the same
@@ -49,7 +53,7 @@ PROGS = ROOT / "tests" / "programs" / "programs28"
 
 CASES = ["cbam_resnet.py", "stacked_hourglass.py", "growing_nca.py", "edsr_sr.py",
          "fixmatch.py", "deep_dream.py", "deep_image_prior.py", "deform_conv_v2.py",
-         "esrgan_rrdb.py"]
+         "esrgan_rrdb.py", "spade_gan.py"]
 EAGER_FALLBACK = {"deform_conv_v2.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
