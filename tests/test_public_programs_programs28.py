@@ -1,46 +1,45 @@
 """Public programs, small configurations (``tests/programs/programs28``),
 written for these tests after classic vision and generative repositories
-(the source each follows is named in its header): CBAM attention in a
-ResNet (Jongchan/attention-module: avg / max / lp / logsumexp channel
-pooling, ChannelPool, the 7x7 spatial gate, the state_dict()[key][...] =
-init), Newell's stacked hourglass pose network (princeton-vl: the recursive
-Hourglass, nearest Upsample, intermediate supervision by torch.stack and
-HeatmapLoss), Growing Neural Cellular Automata (the Distill model's PyTorch
-port: depthwise Sobel perception by F.conv2d(groups=), alive masks from
-max_pool2d, stochastic updates, normalised gradients, MultiStepLR), EDSR
-(sanghyun-son: MeanShift with a frozen 1x1 conv, res_scale, PixelShuffle
-Upsampler, the tail-tolerant load_state_dict, quantize and calc_psnr),
-FixMatch (kekmodel: interleave / de_interleave, thresholded pseudo labels,
-ModelEMA, the cosine LambdaLR with warmup, nesterov SGD groups) and
-DeepDream (eriklindernoren: the sliced VGG features, image.data += a
-step normalised through NumPy, octaves by F.interpolate), Deep Image Prior
-(DmitryUlyanov: the skip() network of Concat with centre crops,
-ReflectionPad2d, bilinear Upsample, optimizer.step(closure) with a noise
-regulariser, the exponential average and backtracking) and deformable
-convolution v2 in plain PyTorch (4uiiurz1: meshgrid offsets, floor /
-clamp bilinear corners, gather, sigmoid modulation, a deprecated
-register_backward_hook on the offset conv) and ESRGAN (BasicSR: RRDB dense
-blocks, nearest upsampling, the discriminator frozen by requires_grad =
-False in the generator step, the relativistic average BCEWithLogits GAN
-losses, two Adams) and SPADE / GauGAN (NVlabs: SPADE's parameter-free
-BatchNorm modulated by convolutions of the nearest-resized label map made
-by scatter_, spectral_norm imported under its submodule's name, a
-multiscale PatchGAN returning its intermediate features, hinge and
-feature-matching losses).
+(the source each follows is named in its header):
+
+* CBAM attention in a ResNet (Jongchan/attention-module: avg / max / lp /
+  logsumexp channel pooling, ChannelPool, the 7x7 spatial gate, the
+  ``state_dict()[key][...] =`` init);
+* Newell's stacked hourglass pose network (princeton-vl: the recursive
+  Hourglass, nearest Upsample, intermediate supervision by torch.stack and
+  HeatmapLoss);
+* EDSR (sanghyun-son: MeanShift with a frozen 1x1 conv, res_scale,
+  PixelShuffle Upsampler, the tail-tolerant load_state_dict, quantize and
+  calc_psnr);
+* FixMatch (kekmodel: interleave / de_interleave, thresholded pseudo
+  labels, ModelEMA, the cosine LambdaLR with warmup, nesterov SGD groups);
+* DeepDream (eriklindernoren: the sliced VGG features, ``image.data +=`` a
+  step normalised through NumPy, octaves by F.interpolate);
+* Deep Image Prior (DmitryUlyanov: the skip() network of Concat with centre
+  crops, ReflectionPad2d, bilinear Upsample, optimizer.step(closure) with a
+  noise regulariser, the exponential average and backtracking);
+* deformable convolution v2 in plain PyTorch (4uiiurz1: meshgrid offsets,
+  floor / clamp bilinear corners, gather, sigmoid modulation, a deprecated
+  register_backward_hook on the offset conv);
+* ESRGAN (BasicSR: RRDB dense blocks, nearest upsampling, the
+  discriminator frozen by ``requires_grad = False`` in the generator step,
+  the relativistic average BCEWithLogits GAN losses, two Adams);
+* SPADE / GauGAN (NVlabs: the parameter-free BatchNorm modulated by
+  convolutions of the nearest-resized label map made by scatter_,
+  spectral_norm imported under its submodule's name, a multiscale PatchGAN
+  returning its intermediate features, hinge and feature-matching losses).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled step against the same
-step run eagerly. The deformable convolution's step runs eagerly under
+step run eagerly.  The deformable convolution's step runs eagerly under
 torch.compile: its conv carries a deprecated backward hook, a hook on a
-grad_fn that compiled code would not call (test_programs28_gaps). The
-cellular automaton checks its compiled update with every cell firing: a
-compiled function draws its random masks from the counter-based stream (as
-torch.compile's Philox kernels do), not eager PyTorch's. The hourglass
-trains at lr 2e-4 and it and Deep Image Prior leave the pre-BatchNorm conv
-biases out of their compiled-vs-eager state checks: their gradients are zero
-but for rounding, which Adam turns into +-lr steps (at the repo's 1e-3,
-PyTorch's own float32 losses leave its float64 ones at the third digit
-within three steps).
+grad_fn that compiled code would not call (test_programs28_gaps).  Several
+of these networks put a conv bias before a BatchNorm: its gradient is zero
+but for rounding, which Adam turns into +-lr steps (at the hourglass
+repo's lr 1e-3, PyTorch's own float32 losses leave its float64 ones at the
+third digit within three steps); the hourglass trains at lr 2e-4, and its,
+Deep Image Prior's and SPADE's compiled-vs-eager checks leave those biases
+out (each program's header says how).
 """
 import pathlib
 
@@ -51,7 +50,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs28"
 
-CASES = ["cbam_resnet.py", "stacked_hourglass.py", "growing_nca.py", "edsr_sr.py",
+CASES = ["cbam_resnet.py", "stacked_hourglass.py", "edsr_sr.py",
          "fixmatch.py", "deep_dream.py", "deep_image_prior.py", "deform_conv_v2.py",
          "esrgan_rrdb.py", "spade_gan.py"]
 EAGER_FALLBACK = {"deform_conv_v2.py"}
