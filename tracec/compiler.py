@@ -539,6 +539,15 @@ class CompiledFunction:
         self._lift = self._lift + new
         return bool(new)
 
+    def _eager_signature(self, key, why: str) -> None:
+        """Calls with ``key`` run eagerly from now on, because ``why``; the
+        first such signature warns (from the user's call)."""
+        self._eager_keys[key] = why
+        if not self._warned:
+            warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
+                          f"signature: {why}", stacklevel=4)
+            self._warned = True
+
     def _trace_and_compile(self, key, args, kwargs, reason):
         # A new trace (or an eager signature) may now serve calls the fast
         # path's entry served: it goes until the next hit sets it again.
@@ -578,13 +587,9 @@ class CompiledFunction:
             # fallback_random: the call drew PyTorch's eager numbers while
             # it was recorded (its result is eager's); compiled code would
             # draw from the counter-based stream instead.
-            why = ("it draws random numbers and torch._inductor.config.fallback_random is "
-                   "set: they are PyTorch's eager numbers, which compiled code cannot draw")
-            self._eager_keys[key] = why
-            if not self._warned:
-                warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
-                              f"signature: {why}", stacklevel=3)
-                self._warned = True
+            self._eager_signature(key, "it draws random numbers and torch._inductor.config."
+                                  "fallback_random is set: they are PyTorch's eager numbers, "
+                                  "which compiled code cannot draw")
             return result
         if isinstance(trace, ArraysRead):
             # It read a NumPy array argument's values (np.asarray(a, dtype),
@@ -650,19 +655,14 @@ class CompiledFunction:
         else:
             self._last_mutated = None
         backward_out = None
-        why = None
         if trace.attr_needs_grad is not None and not self.values_only:
             # a tuple of tensors that require grad set as an attribute
             # (a tensor set alone is a result with a backward: tracing.finish)
-            why = (f"it sets the module attribute {trace.attr_needs_grad} to a tensor that "
-                   "requires grad (a backward outside the compiled function would need its "
-                   "graph); compile the whole training step (forward, backward and optimizer "
-                   "step), or call it under tracec.no_grad() for inference")
-            self._eager_keys[key] = why
-            if not self._warned:
-                warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
-                              f"signature: {why}", stacklevel=3)
-                self._warned = True
+            self._eager_signature(key, f"it sets the module attribute {trace.attr_needs_grad} "
+                                  "to a tensor that requires grad (a backward outside the "
+                                  "compiled function would need its graph); compile the whole "
+                                  "training step (forward, backward and optimizer step), or "
+                                  "call it under tracec.no_grad() for inference")
             return result
         if trace.returns_grad and not self.values_only:
             # Results need a backward outside (compile(model), then
