@@ -27,7 +27,12 @@ written for these tests after classic vision and generative repositories
 * SPADE / GauGAN (NVlabs: the parameter-free BatchNorm modulated by
   convolutions of the nearest-resized label map made by scatter_,
   spectral_norm imported under its submodule's name, a multiscale PatchGAN
-  returning its intermediate features, hinge and feature-matching losses).
+  returning its intermediate features, hinge and feature-matching losses);
+* StarGAN (yunjey: labels replicated spatially and concatenated,
+  InstanceNorm2d with running stats, the WGAN-GP gradient penalty by
+  autograd.grad(create_graph=True) compiled in the discriminator step,
+  label2onehot by integer-array assignment, BCE-with-logits with the legacy
+  size_average=False, update_lr over param_groups).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled step against the same
@@ -52,7 +57,7 @@ PROGS = ROOT / "tests" / "programs" / "programs28"
 
 CASES = ["cbam_resnet.py", "stacked_hourglass.py", "edsr_sr.py",
          "fixmatch.py", "deep_dream.py", "deep_image_prior.py", "deform_conv_v2.py",
-         "esrgan_rrdb.py", "spade_gan.py"]
+         "esrgan_rrdb.py", "spade_gan.py", "stargan.py"]
 EAGER_FALLBACK = {"deform_conv_v2.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
