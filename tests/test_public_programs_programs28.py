@@ -32,13 +32,20 @@ written for these tests after classic vision and generative repositories
   InstanceNorm2d with running stats, the WGAN-GP gradient penalty by
   autograd.grad(create_graph=True) compiled in the discriminator step,
   label2onehot by integer-array assignment, BCE-with-logits with the legacy
-  size_average=False, update_lr over param_groups).
+  size_average=False, update_lr over param_groups);
+* Show, Attend and Tell (sgrvinod: soft attention, the LSTMCell loop over
+  the shrinking batch_size_t of length-sorted captions, in-place writes of
+  predictions and alphas, pack_padded_sequence(...).data targets, the
+  doubly stochastic attention loss, grad.data.clamp_ clipping, topk
+  accuracy).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled step against the same
 step run eagerly.  The deformable convolution's step runs eagerly under
 torch.compile: its conv carries a deprecated backward hook, a hook on a
-grad_fn that compiled code would not call (test_programs28_gaps).  Several
+grad_fn that compiled code would not call (test_programs28_gaps); so does
+the captioning step, whose time loop runs over ``(caption_lengths -
+1).tolist()`` (a graph break in torch.compile too).  Several
 of these networks put a conv bias before a BatchNorm: its gradient is zero
 but for rounding, which Adam turns into +-lr steps (at the hourglass
 repo's lr 1e-3, PyTorch's own float32 losses leave its float64 ones at the
@@ -57,8 +64,8 @@ PROGS = ROOT / "tests" / "programs" / "programs28"
 
 CASES = ["cbam_resnet.py", "stacked_hourglass.py", "edsr_sr.py",
          "fixmatch.py", "deep_dream.py", "deep_image_prior.py", "deform_conv_v2.py",
-         "esrgan_rrdb.py", "spade_gan.py", "stargan.py"]
-EAGER_FALLBACK = {"deform_conv_v2.py"}
+         "esrgan_rrdb.py", "spade_gan.py", "stargan.py", "show_attend_tell.py"]
+EAGER_FALLBACK = {"deform_conv_v2.py", "show_attend_tell.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
