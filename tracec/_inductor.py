@@ -3,14 +3,17 @@ Inductor's code generation (gpt-fast's ``coordinate_descent_tuning``,
 ``triton.unique_kernel_names``, ``fx_graph_cache``...).
 
 tracec does not use Inductor: the flags are recorded and read back and change
-nothing.  A flag Inductor does not have is an AttributeError when read, as
-there; setting one is accepted (scripts written for other releases set flags
-that come and go).
+nothing, but ``fallback_random``: compiled functions that draw random numbers
+then run eagerly, drawing PyTorch's eager numbers (``torch_rng``).  A flag
+Inductor does not have is an AttributeError when read, as there; setting one
+is accepted (scripts written for other releases set flags that come and go).
 """
 from __future__ import annotations
 
 import sys
 import types
+
+from tracec import torch_rng
 
 __all__ = ["config"]
 
@@ -26,6 +29,12 @@ class _Config(types.ModuleType):
 
     def __getattr__(self, name):
         raise AttributeError(f"{self.__dict__['_name']} has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name == "fallback_random" and self._name == "torch._inductor.config":
+            # the one flag that changes what tracec computes (torch_rng)
+            torch_rng.FALLBACK_RANDOM[0] = bool(value)
 
 
 config = _Config(

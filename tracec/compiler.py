@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from tracec import aten_report
 from tracec import dtypes as dt
 from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, lifted_state
-from tracec import size_generic
+from tracec import size_generic, torch_rng
 from tracec import kernel_profiler as profiler
 from tracec.nn.modules.module import Module
 from tracec.compiled_module import OptimizedModule  # noqa: F401  (tracec.compiler.OptimizedModule)
@@ -539,6 +539,15 @@ class CompiledFunction:
         self._lift = self._lift + new
         return bool(new)
 
+    def _eager_signature(self, key, why: str) -> None:
+        """Calls with ``key`` run eagerly from now on, because ``why``; the
+        first such signature warns (from the user's call)."""
+        self._eager_keys[key] = why
+        if not self._warned:
+            warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
+                          f"signature: {why}", stacklevel=4)
+            self._warned = True
+
     def _trace_and_compile(self, key, args, kwargs, reason):
         # A new trace (or an eager signature) may now serve calls the fast
         # path's entry served: it goes until the next hit sets it again.
@@ -560,15 +569,28 @@ class CompiledFunction:
         t0 = time.perf_counter()
         dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
                               self._sym.get(pattern_key(key), ()))
+        if torch_rng.FALLBACK_RANDOM[0]:
+            # (eager draws need concrete sizes: a symbolic trace's would
+            # come from the counter-based stream)
+            dims = None
         # (the collector off while recording: the trace builds its IR op by
         # op, and each allocation burst set off a collection finding
         # nothing: see passes.pipeline.paused_gc)
+        eager_draws = torch_rng.TRACED_EAGER_DRAWS[0]
         with recurrent.scans(getattr(BACKENDS[self.backend], "SCANS", True)), paused_gc():
             result, trace = record(self.fn, args, kwargs, self.__name__,
                                    fallback=self.fallback == "eager",
                                    symbols=SymbolTable(*dims) if dims else None,
                                    lift=self._liftable() + self._arg_locations(),
                                    views=not self.values_only)
+        if torch_rng.TRACED_EAGER_DRAWS[0] != eager_draws:
+            # fallback_random: the call drew PyTorch's eager numbers while
+            # it was recorded (its result is eager's); compiled code would
+            # draw from the counter-based stream instead.
+            self._eager_signature(key, "it draws random numbers and torch._inductor.config."
+                                  "fallback_random is set: they are PyTorch's eager numbers, "
+                                  "which compiled code cannot draw")
+            return result
         if isinstance(trace, ArraysRead):
             # It read a NumPy array argument's values (np.asarray(a, dtype),
             # a.mean()): the call ran eagerly; arrays are keyed by their
@@ -633,19 +655,14 @@ class CompiledFunction:
         else:
             self._last_mutated = None
         backward_out = None
-        why = None
         if trace.attr_needs_grad is not None and not self.values_only:
             # a tuple of tensors that require grad set as an attribute
             # (a tensor set alone is a result with a backward: tracing.finish)
-            why = (f"it sets the module attribute {trace.attr_needs_grad} to a tensor that "
-                   "requires grad (a backward outside the compiled function would need its "
-                   "graph); compile the whole training step (forward, backward and optimizer "
-                   "step), or call it under tracec.no_grad() for inference")
-            self._eager_keys[key] = why
-            if not self._warned:
-                warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
-                              f"signature: {why}", stacklevel=3)
-                self._warned = True
+            self._eager_signature(key, f"it sets the module attribute {trace.attr_needs_grad} "
+                                  "to a tensor that requires grad (a backward outside the "
+                                  "compiled function would need its graph); compile the whole "
+                                  "training step (forward, backward and optimizer step), or "
+                                  "call it under tracec.no_grad() for inference")
             return result
         if trace.returns_grad and not self.values_only:
             # Results need a backward outside (compile(model), then

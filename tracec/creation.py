@@ -772,6 +772,12 @@ class Generator:
         afresh."""
         if torch_rng.VMAP_NO_RANDOM[0]:
             raise RuntimeError(torch_rng.VMAP_RANDOM_MSG)
+        if RECORDERS and torch_rng.FALLBACK_RANDOM[0] and torch_rng.STREAMS[0] and \
+                type(self.state._data) is np.ndarray:
+            # fallback_random: PyTorch's numbers while tracing too; the
+            # compiler sees the count and runs the function eagerly.
+            torch_rng.TRACED_EAGER_DRAWS[0] += 1
+            return self.mt
         return self._eager()
 
     def _eager(self):

@@ -115,6 +115,15 @@ def counter_draws():
     finally:
         STREAMS[0] = old
 
+#: ``[enabled]``: ``torch._inductor.config.fallback_random``: a function
+#: being traced draws from PyTorch's eager streams (``Generator.eager_mt``),
+#: and counts those draws in ``TRACED_EAGER_DRAWS``, so that its compiled
+#: calls run eagerly: PyTorch's compiled code then calls the eager random
+#: kernels, and tracec's native code cannot call back into them.
+FALLBACK_RANDOM = [False]
+#: ``[count]``: eager draws made while a function was traced (above).
+TRACED_EAGER_DRAWS = [0]
+
 #: ``[depth]``: how many ``vmap(..., randomness="error")`` calls (PyTorch's
 #: default) are running: a draw then raises, as PyTorch's.
 VMAP_NO_RANDOM = [0]

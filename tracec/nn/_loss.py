@@ -404,11 +404,15 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise RuntimeError(f"result type {dt.scalar_type_name(TF.result_type(target, input))} "
                            f"can't be cast to the desired output type {dt.scalar_type_name(T)}")
     half = input.dtype in (dt.float16, dt.bfloat16)
-    if half and T is input.dtype and input.requires_grad and graph_enabled() and all(
+    # (every float input: the gradient as PyTorch's backward rounds it, not
+    # the softplus composition's, a few ulps off: Adam amplifies that where
+    # the gradient cancels to zero, as a relativistic GAN's bias does)
+    if input.dtype.is_floating_point and T is input.dtype and input.requires_grad and \
+            graph_enabled() and all(
             p is None or p.dtype is T for p in (weight, pos_weight)):
         y = binary_cross_entropy_with_logits(ops.stop_gradient(input), target, weight,
                                              reduction=reduction, pos_weight=pos_weight)
-        return _half_bce_logits_vjp(y, input, target, weight, pos_weight, reduction)
+        return _bce_logits_vjp(y, input, target, weight, pos_weight, reduction)
     # softplus(-x) = -log_sigmoid(x) = m + log(exp(-m) + exp(-x - m)) with
     # m = max(-x, 0): stable; a half input's as PyTorch's log_sigmoid
     # kernel makes it, in float32 rounded once
@@ -425,10 +429,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction)
 
 
-def _half_bce_logits_vjp(y, x, target, weight, pos_weight, reduction):
-    """``y``, the half binary_cross_entropy_with_logits of ``x`` computed
-    with ``x`` detached, with the input gradient of PyTorch's backward as its
-    half ops round it: ``((sigmoid(x) - t) * g) * weight / numel`` (with
+def _bce_logits_vjp(y, x, target, weight, pos_weight, reduction):
+    """``y``, the binary_cross_entropy_with_logits of ``x`` computed with
+    ``x`` detached, with the input gradient of PyTorch's backward as its ops
+    (half ones too) round it: ``((sigmoid(x) - t) * g) * weight / numel`` (with
     ``pos_weight``: ``((p t + 1 - t) sigmoid(x) - p t)`` first).  The added
     zero term ``k * (w * ((x - x) / n))``, summed, is the linear map whose
     transpose that is."""

@@ -52,6 +52,10 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        # (PyTorch's check: an int beta, SPADE's betas=(0, 0.9), is refused)
+        if not (all(isinstance(b, float) for b in betas[:2])
+                or all(isinstance(b, Tensor) for b in betas[:2])):
+            raise ValueError("betas must be either both floats or both Tensors")
         betas = tuple(float(b) if isinstance(b, Tensor) else b for b in betas)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "amsgrad": amsgrad, "maximize": maximize, "foreach": foreach,

@@ -10,8 +10,10 @@ node is not always PyTorch's node (``F.linear`` is a matmul and an add;
 ``Conv2d``'s node carries an extra edge): ``tracec.node_views`` maps the
 engine's gradients to PyTorch's tuple and back (as for every
 ``grad_fn.register_hook``); for a node built from several steps whose PyTorch tuple cannot be
-formed (``softmax``, ``layer_norm``, ``avg_pool2d``) registering raises,
-rather than run the hook on different values.
+formed (``softmax``, ``layer_norm``, ``avg_pool2d``, a convolution
+while tracing) the module's forward runs as one node named as PyTorch's
+(``_ONE_NODE``), or registering raises, rather than run the hook on
+different values.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from tracec import graph
 from tracec.autograd import Function, grad
 from tracec.nn.modules.backward_hooks import GLOBAL_KIND, global_backward_hooks
 from tracec.node_views import torch_view
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor
 
 _CANNOT = ("tracec cannot reproduce the grad_input PyTorch's deprecated non-full backward hook "
            "(Module.register_backward_hook) gives on a {name} node here: tracec computes this "
@@ -57,6 +59,11 @@ _ONE_NODE = {
     "ReLU6": ("HardtanhBackward0", ()), "Hardswish": ("HardswishBackward0", ()),
     "Hardsigmoid": ("HardsigmoidBackward0", ()),
     "Upsample": (lambda m, x: _UPSAMPLE.get(m.mode, "").format(x.ndim - 2) or None, ()),
+    # (eagerly tracec's convolution is one node, PyTorch's; traced, it is
+    # im2col primitives, whose last node cannot give PyTorch's tuple)
+    **{f"Conv{kind}{d}d": (lambda m, x: "ConvolutionBackward0" if RECORDERS
+                           and m.padding_mode == "zeros" else None, ("weight", "bias"))
+       for kind in ("", "Transpose") for d in (1, 2, 3)},
 }
 _UPSAMPLE = {"nearest": "UpsampleNearest{}DBackward0", "linear": "UpsampleLinear1DBackward0",
              "bilinear": "UpsampleBilinear2DBackward0", "bicubic": "UpsampleBicubic2DBackward0",

@@ -23,3 +23,24 @@ from tracec.nn.utils import stateless  # noqa: F401,E402
 from tracec.nn.utils.memory_format import (convert_conv2d_weight_memory_format,  # noqa: F401,E402
                                            convert_conv3d_weight_memory_format)
 from tracec.nn.utils import memory_format  # noqa: F401,E402
+
+
+class _FunctionsOverSubmodules(type(rnn)):
+    """This package, keeping its functions over the same-named submodules
+    (``spectral_norm``, ``weight_norm``) as PyTorch's does: importing the
+    submodule under another name (``import torch.nn.utils.spectral_norm as
+    spectral_norm`` through the ``torch`` alias, SPADE's and other GANs'
+    line) makes the import system set it on its parent, which would
+    replace the function that PyTorch's import gives."""
+
+    def __setattr__(self, name, value):
+        old = self.__dict__.get(name)
+        if isinstance(value, type(rnn)) and callable(old) and not isinstance(old, type(rnn)) \
+                and value.__name__ == f"{__name__}.{name}":
+            return
+        super().__setattr__(name, value)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _FunctionsOverSubmodules
