@@ -615,6 +615,8 @@ def _rebuild(tpl, returned, args, kwargs, made=None):
         return resolve(tpl[1], args, kwargs)
     if kind == "object":
         return tpl[1]
+    if kind == "grad_of":   # a leaf's .grad, as this call left it (tracing.finish)
+        return _rebuild(tpl[1], returned, args, kwargs, made)._grad
     if kind == "namedtuple":
         return tpl[1](*[_rebuild(t, returned, args, kwargs, made) for t in tpl[2]])
     if kind == "dict":

@@ -1396,12 +1396,25 @@ class Recording:
         # caller rebuilds views (record(views=True): compiled calls; not a
         # library's C outputs, not tracec.trace's IR).
         memo, view_cells = {}, []
+        # a leaf's .grad the call leaves (``return p.grad``): that very
+        # tensor, as eager returns it, not a copy of its value
+        # (compiled_entry._rebuild's "grad_of", after the grads are set)
+        grad_of = {}
+        if self.return_views:
+            for leaf in self.grad_written.values():
+                g = leaf._grad
+                if g is not None and not g.requires_grad and g.dtype.category != 3 and (
+                        leaf._birth != self.epoch or id(leaf) in self.arg_position
+                        or isinstance(leaf, Parameter)):
+                    pos = self.arg_position.get(id(leaf))
+                    grad_of[id(g)] = ("grad_of", ("arg", pos) if pos is not None
+                                      else ("object", leaf))
 
         def flatten(x):
             if isinstance(x, Tensor) and self.return_views:
                 tpl = memo.get(id(x))
                 if tpl is None:
-                    tpl = memo[id(x)] = flatten_tensor(x)
+                    tpl = memo[id(x)] = grad_of.get(id(x)) or flatten_tensor(x)
                 return tpl
             return flatten_other(x)
 
