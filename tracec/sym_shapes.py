@@ -214,6 +214,7 @@ class SymbolTable:
             # (int() already left a note: "B specialized to 32 at ...")
             how = None if kind == "specialize" else \
                 f"{lhs} {op} {rhs}{'' if res else ' was false'} at {where or 'tracec'}"
+            lhs, rhs = _cancel(lhs, rhs)
             a, b = _plain(parse(lhs)), _plain(parse(rhs))
             if isinstance(a, int):
                 a, b = b, a
@@ -344,6 +345,40 @@ class SymbolTable:
     def finish(self) -> SymbolicInfo:
         return SymbolicInfo(self.sources, dict(self.hints), list(self.guards),
                             dict(self.dims), list(self.notes))
+
+
+def _cancel(lhs: str, rhs: str) -> tuple:
+    """``lhs == rhs`` with the symbols both sides multiply by divided out,
+    where each side is one product (``4*B*T == B*N*T`` is ``4 == N``): the
+    sizes of a symbolic trace are at least 2, so the factors are nonzero,
+    and only the remaining symbols need the traced sizes (a reshape of
+    ``x @ w`` to ``(B*T, 4)`` specializes w's N, not the batch and
+    sequence sizes).  Anything else is returned as it was."""
+    def product(x):
+        if isinstance(x, int):
+            return x, []
+        if isinstance(x, Sym) and len(x.terms) == 1 and \
+                all(isinstance(a, str) for a in x.terms[0][0]):
+            return x.terms[0][1], list(x.terms[0][0])
+        return None
+    pa, pb = product(parse(lhs)), product(parse(rhs))
+    if pa is None or pb is None or not pa[1] or not pb[1]:
+        return lhs, rhs
+    left, right = list(pa[1]), []
+    for n in pb[1]:
+        if n in left:
+            left.remove(n)
+        else:
+            right.append(n)
+    if len(left) == len(pa[1]):
+        return lhs, rhs
+
+    def build(c, names):
+        v = c
+        for n in names:
+            v = v * symbol(n)
+        return str(v)
+    return build(pa[0], left), build(pb[0], right)
 
 
 def _plain(x):
