@@ -1128,8 +1128,9 @@ class Tensor:
             return v
 
         with graph.no_grad():
-            mask = ew.ne(adjoint(Tensor._make(np.ones(self.shape, self.dtype.np), self.dtype)),
-                         0)
+            # (a recorded fill, not a NumPy constant: in a symbolic trace its
+            # shape stays the view's symbolic one, no size specialized)
+            mask = ew.ne(adjoint(creation_ops.full(self.shape, 1, self.dtype, like=self)), 0)
         new_root = ew.where(mask, adjoint(new), root)
         if RECORDERS:
             for r in RECORDERS:
