@@ -253,12 +253,79 @@ def add(input, other, *deprecated, alpha=1):
         if d in _HALF and isinstance(other, Tensor) and isinstance(alpha, _REAL_NUM):
             out = _half_scaled_sum(ops.add, input, other, alpha, d)
             return _sparse_sum(out, *given, alpha) if SPARSE else out
+        if not SPARSE and fma_rounded(input, other, alpha, d):
+            return _named(fused_scaled_sum(ops.add, input, other, alpha), "AddBackward0")
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.add(input, other)
     return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def fma_rounded(input, other, alpha, d) -> bool:
+    """Whether PyTorch's CPU kernel rounds ``input + alpha * other`` (a
+    ``d`` result) once, as ``fma(other, alpha, input)``: float32 with a
+    Python-number (or 0-d tensor) ``alpha`` and an ``other`` tensor not
+    broadcast along the kernel's inner loop.  Its vectorized loop is
+    ``vec::fmadd`` and its scalar loop (the tail, strided operands) is
+    contracted to an fma by the compiler, so every element is rounded
+    once; but where ``other`` is one value repeated along the inner loop
+    (a number, a 0-d tensor, a ``[m, 1]`` column), the compiler hoists
+    ``alpha * other`` out of the tail loop and some tail elements are
+    rounded twice (measured on torch 2.13, AVX2 and AVX512 alike): those
+    keep the two roundings of the general path, which agree there.
+    (float64 is fused as well by PyTorch; without a wider type tracec
+    keeps its two roundings.)"""
+    if d is not dt.float32 or not isinstance(other, Tensor) or other.dtype is not d or \
+            type(alpha).__name__ == "SymScalar" or (
+                isinstance(alpha, Tensor) and alpha.numel() != 1):
+        return False
+    if not isinstance(input, Tensor):
+        return True
+    return fma_layout(tuple(input.shape), tuple(other.shape), input.is_contiguous())
+
+
+def fma_layout(shape: tuple, oshape: tuple, contiguous: bool) -> bool:
+    """``fma_rounded``'s test on the shapes of ``input`` (row-major when
+    ``contiguous``) and ``other``."""
+    if len(oshape) >= len(shape) and oshape[len(oshape) - len(shape):] == shape:
+        return True          # (other is not broadcast: input may be)
+    if not contiguous:
+        return False
+    if oshape and oshape[-1] == shape[-1] > 1:
+        return True          # the inner loop (a row-major input's last dim) runs along other
+    # other repeats one value along the inner loop's run over the trailing
+    # dims where it is broadcast (coalesced): with one thread's chunk
+    # (numel up to ATen's grain size), a run of n elements is all rounded
+    # once when n % 16 <= 4; other lengths mix the two roundings
+    run, padded = 1, (1,) * (len(shape) - len(oshape)) + oshape
+    for m, o in zip(shape[::-1], padded[::-1]):
+        if o != 1:
+            break
+        run *= m
+    return math.prod(shape) <= _GRAIN_SIZE and run % 16 <= 4
+
+
+#: ATen's ``internal::GRAIN_SIZE``: elementwise kernels over at most this
+#: many elements run as one chunk on one thread
+_GRAIN_SIZE = 32768
+
+
+def fused_scaled_sum(op, input, other, alpha):
+    """float32 ``op(input, alpha * other)`` (``op`` add or sub) rounded
+    once, as PyTorch's CPU kernel computes it (``fma_rounded``): ``alpha``
+    rounded to float32 (a number or a 0-d tensor), the product and the sum
+    taken in float64, where the product of two float32 is exact, then
+    rounded to float32.  The gradient is PyTorch's: ``grad`` for
+    ``input``, ``grad * alpha`` rounded once for ``other``."""
+    f64 = dt.float64
+    a = ops.cast(ops.cast(alpha, dt.float32), f64) if isinstance(alpha, Tensor) else \
+        float(np.float32(alpha))
+    x = ops.cast(input, f64) if isinstance(input, Tensor) else float(np.float32(input))
+    out = ops.cast(op(x, ops.mul(ops.cast(other, f64), a)), dt.float32)
+    from tracec.tensor_meta import keep_iter_layout
+    return keep_iter_layout(out, input, other)
 
 
 def _half_scaled_sum(op, input, other, alpha, d):
@@ -338,6 +405,8 @@ def sub(input, other, *deprecated, alpha=1):
         if d in _HALF and isinstance(other, Tensor) and isinstance(alpha, _REAL_NUM):
             out = _half_scaled_sum(ops.sub, input, other, alpha, d)
             return _sparse_sum(out, *given, -alpha, True) if SPARSE else out
+        if not SPARSE and fma_rounded(input, other, alpha, d):
+            return _named(fused_scaled_sum(ops.sub, input, other, alpha), "SubBackward0")
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:

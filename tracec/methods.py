@@ -224,8 +224,19 @@ _PY_NUMBERS = (int, float)
 
 def _write(ufunc, a, b, alpha, d):
     if alpha != 1:
+        if d is dt.float32 and _fused_operand(a, b):
+            # rounded once, as PyTorch's kernel (F.fma_rounded): the exact
+            # float32 product and the sum in float64, rounded to float32
+            ufunc(a, np.multiply(b, np.float64(np.float32(alpha))), out=a, casting="same_kind")
+            return
         b = np.multiply(b, weak_scalar(alpha, d))
     ufunc(a, b, out=a)
+
+
+def _fused_operand(a: np.ndarray, b) -> bool:
+    """``F.fma_rounded``'s test on arrays: ``b`` (what ``a`` is updated by)
+    is not one value repeated along the kernel's inner loop."""
+    return type(b) is np.ndarray and F.fma_layout(a.shape, b.shape, a.flags.c_contiguous)
 
 
 #: ``a = a <ufunc> (b * alpha)`` in place (alpha a Python number, a weak
