@@ -106,3 +106,76 @@ def test_optimizer_trajectory_bit_equal_torch(name, kw, view):
 def test_compiled_optimizer_trajectory_bit_equal_torch(name, kw, backend):
     np.testing.assert_array_equal(_trajectory(tracec, name, kw, 37, backend=backend),
                                   _trajectory(torch, name, kw, 37))
+def _lbfgs(lib, n, line_search):
+    rng = np.random.RandomState(4)
+    c = lib.tensor(rng.randn(n).astype(np.float32))
+    w = lib.tensor(rng.rand(n).astype(np.float32) + 0.5)
+    x = lib.zeros(n, requires_grad=True)
+    opt = lib.optim.LBFGS([x], lr=0.5, max_iter=8, history_size=4, line_search_fn=line_search,
+                          tolerance_change=0)
+
+    def closure():
+        opt.zero_grad()
+        # (a dot with ones, not .sum(): tracec's float32 sum of a few
+        # elements is not yet PyTorch's four-accumulator order)
+        loss = (((x - c) ** 2) * w + (x ** 4) * 0.01).dot(lib.ones(n))
+        loss.backward()
+        return loss
+    for _ in range(3):
+        opt.step(closure)
+    return x.detach().numpy().copy()
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_bit_equal_torch(line_search):
+    # (strong Wolfe at n=40 differed in 37 of 40 elements before dot's rounding)
+    np.testing.assert_array_equal(_lbfgs(tracec, 40, line_search), _lbfgs(torch, 40, line_search))
+
+
+# --- dot / vdot / inner: MKL's sdot order -------------------------------------------
+
+DOT_LENGTHS = [1, 3, 4, 5, 8, 9, 16, 17, 31, 33, 48, 63, 64, 65, 100, 129, 257, 1000]
+
+
+def _vectors(n, seed):
+    rng = np.random.RandomState(seed)
+    return rng.randn(n).astype(np.float32), rng.randn(n).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", ["dot", "vdot", "inner", "matmul"])
+def test_dot_rounds_as_torch(name):
+    for n in DOT_LENGTHS:
+        for seed in range(4):
+            a, b = _vectors(n, seed)
+            want = getattr(torch, name)(torch.tensor(a), torch.tensor(b)).item()
+            got = getattr(tracec, name)(tracec.tensor(a), tracec.tensor(b)).item()
+            assert got == want, (n, seed, got, want)
+
+
+def test_dot_differs_from_sum_of_products():
+    """Not vacuous: here (a * b).sum() rounds otherwise than torch.dot."""
+    diffs = 0
+    for n in (5, 17, 100):
+        for seed in range(10):
+            a, b = (torch.tensor(v) for v in _vectors(n, seed))
+            diffs += int(torch.dot(a, b) != (a * b).sum())
+    assert diffs > 0
+
+
+def _dot_step(x, y):
+    z = x.dot(y) * 2 + x.vdot(y * 3)
+    z.backward()
+    return z
+
+
+@pytest.mark.parametrize("backend", [None, "interp", "cpu"])
+@pytest.mark.parametrize("n", [5, 37, 200])
+def test_dot_grads_and_compiled(n, backend):
+    a, b = _vectors(n, 7)
+    tx, ty = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    want = _dot_step(tx, ty)
+    gx, gy = (tracec.tensor(v, requires_grad=True) for v in (a, b))
+    got = (tracec.compile(_dot_step, backend=backend) if backend else _dot_step)(gx, gy)
+    assert got.item() == want.item()
+    np.testing.assert_array_equal(gx.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_array_equal(gy.grad.numpy(), ty.grad.numpy())

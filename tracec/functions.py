@@ -16,7 +16,7 @@ import numpy as np
 
 from tracec.ops.elementwise import quiet_fp
 from tracec import dtypes as dt
-from tracec import autocast_mode, fused_eager, graph, ops
+from tracec import autocast_mode, blas_dot, fused_eager, graph, ops
 from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
@@ -1698,6 +1698,8 @@ def matmul(input, other):
         # reshaped vector would save a view of the old data: this form saves
         # the operands themselves.
         out = sum(mul(input, other), -1)
+        if va and blas_dot.modelled(input, other):
+            out = _value_of(out, blas_dot.sdot(input, other))
         if out._node is not None:
             # PyTorch's one node, whose inputs (not the product's) are its edges
             name = out._node._name = TorchName("DotBackward0" if va else "MvBackward0")
@@ -1716,6 +1718,7 @@ def matmul(input, other):
         else:
             input = _named(ops.cast(input, input.dtype), "CloneBackward0")
             input = _named(ops.reshape(input, (rows, input.shape[-1])), "UnsafeViewBackward0")
+    vectors = (input, other)
     if va:
         input = _named(ops.reshape(input, (1,) + input.shape), "UnsqueezeBackward0")
     if vb:
@@ -1736,8 +1739,20 @@ def matmul(input, other):
             _named(out, "MmBackward0")
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
+    if va and vb and not SPARSE and blas_dot.modelled(*vectors):
+        out = _value_of(out, blas_dot.sdot(*vectors))
     out = _named(out, _matmul_name(na, nb))
     return sparse_product(out, given[0], given[1]) if SPARSE else out
+
+
+def _value_of(out, value):
+    """``out`` (float32) with the value of ``value`` (the same quantity,
+    rounded otherwise: a last bit or so apart) and ``out``'s gradient:
+    ``out + (value - out)`` in float64, where the difference of two close
+    float32 is exact, rounded back to ``value`` exactly."""
+    f64 = dt.float64
+    o = ops.cast(out, f64)
+    return ops.cast(ops.add(o, ops.stop_gradient(ops.sub(ops.cast(value, f64), o))), dt.float32)
 
 
 def matmul_dtype_check(a, b) -> None:
