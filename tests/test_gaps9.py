@@ -179,3 +179,58 @@ def test_dot_grads_and_compiled(n, backend):
     assert got.item() == want.item()
     np.testing.assert_array_equal(gx.grad.numpy(), tx.grad.numpy())
     np.testing.assert_array_equal(gy.grad.numpy(), ty.grad.numpy())
+
+
+# --- einsum over mixed dtypes --------------------------------------------------------
+
+def _einsum_cases(lib):
+    r = np.random.RandomState(2)
+
+    def t(*shape, d="float32"):
+        return lib.tensor(r.randn(*shape).astype(d))
+    a, v = t(2, 3), t(3)
+    return [("ij,jk->ik", a, t(3, 4, d="float64")),       # a contraction: raises
+            ("ij,jk->ik", t(3, 4, d="float64"), a),       # (the order of the names)
+            ("i,i", v, t(3, d="float16")), ("i,i->", v, t(3, d="float64")),
+            ("ij,j->i", a, t(3, d="float64")),
+            ("bij,bjk->bik", t(2, 2, 3), t(2, 3, 4, d="float64")),
+            ("i,i->i", v, t(3, d="float64")), ("i,j->ij", v, t(3, d="float64")),   # products
+            ("ij,ij->ij", a, t(2, 3, d="float64")),
+            ("ij,jk,kl", a, t(3, 2), t(2, 3, d="float64")),   # opt_einsum's order
+            ("ij,jk,kl", t(2, 3, d="float64"), t(3, 2), a),
+            ("ij,jk,kl", a, t(3, 2, d="float64"), a),
+            ("ij,jk,kl,lm", t(2, 3), t(3, 5), t(5, 2, d="float64"), t(2, 4)),
+            ("i,j,k->ijk", v, t(2), t(2, d="float64")),
+            ("ij,jk->ik", a, t(2, 4, d="float64"))]        # sizes are checked first
+
+
+def _einsum_outcome(lib, eq, *ops):
+    try:
+        r = lib.einsum(eq, *ops)
+    except RuntimeError as e:
+        return "error", str(e)
+    return str(r.dtype).split(".")[-1], r.numpy()
+
+
+def test_einsum_mixed_dtypes_as_torch():
+    for (eq, *theirs), (_, *ours) in zip(_einsum_cases(torch), _einsum_cases(tracec)):
+        want, got = _einsum_outcome(torch, eq, *theirs), _einsum_outcome(tracec, eq, *ours)
+        assert got[0] == want[0], (eq, got, want)
+        if want[0] == "error":
+            assert got[1] == want[1], eq
+        else:
+            np.testing.assert_allclose(got[1], want[1], rtol=1e-6, err_msg=eq)
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_einsum_mixed_dtypes_compiled(backend):
+    a = tracec.ones(2, 3)
+    b = tracec.ones(3, 4, dtype=tracec.float64)
+
+    def f(x, y):
+        return tracec.einsum("ij,jk->ik", x, y)
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        tracec.compile(f, backend=backend)(a, b)
+    got = tracec.compile(lambda x, y: tracec.einsum("ij,ij->ij", x, y), backend=backend)(
+        a, tracec.ones(2, 3, dtype=tracec.float64))
+    assert got.dtype is tracec.float64

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from tracec import dtypes as dt
 from tracec import ops
+from tracec.aten_vec import _capability
 
 __all__ = ["modelled", "sdot"]
 
@@ -26,7 +27,6 @@ _W = 16
 def modelled(x, y) -> bool:
     """Whether ``sdot`` rounds ``x . y`` as PyTorch does here: float32,
     contiguous, of a known length up to ``MAX_LENGTH``, on an AVX-512 CPU."""
-    from tracec.aten_vec import _capability
     n = x.shape[0]
     return (x.dtype is dt.float32 and y.dtype is dt.float32 and isinstance(n, int)
             and 0 < n <= MAX_LENGTH and x.is_contiguous() and y.is_contiguous()
