@@ -234,3 +234,51 @@ def test_einsum_mixed_dtypes_compiled(backend):
     got = tracec.compile(lambda x, y: tracec.einsum("ij,ij->ij", x, y), backend=backend)(
         a, tracec.ones(2, 3, dtype=tracec.float64))
     assert got.dtype is tracec.float64
+
+
+# --- inverse inside tracec.compile --------------------------------------------------
+
+def _inv_step(lib, name):
+    def step(x, w):
+        fn = lib.inverse if name == "inverse" else lib.linalg.inv
+        y = fn(x)
+        (y * w).sum().backward()
+        return y
+    return step
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.parametrize("shape,dtype", [((4, 4), "float32"), ((3, 5, 5), "float64"),
+                                         ((2, 3, 3, 3), "float32"), ((1, 1), "float64")])
+def test_inverse_compiled_matches_torch(shape, dtype, backend):
+    rng = np.random.RandomState(0)
+    n = shape[-1]
+    A = (rng.randn(*shape) + 3 * np.eye(n)).astype(dtype)
+    A[..., [0, n - 1], :] = A[..., [n - 1, 0], :]          # (a pivot away from the diagonal)
+    W = rng.randn(*shape).astype(dtype)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    for name in ("inverse", "linalg.inv"):
+        tx = torch.tensor(A, requires_grad=True)
+        want = _inv_step(torch, name)(tx, torch.tensor(W))
+        x = tracec.tensor(A, requires_grad=True)
+        fn = tracec.compile(_inv_step(tracec, name), backend=backend)
+        got = fn(x, tracec.tensor(W))
+        assert fn.cache_info().eager_signatures == 0          # traced, not run eagerly
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), **tol)
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **tol)
+        assert got.grad_fn.name() == want.grad_fn.name()
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_inverse_compiled_singular_raises_torch_message(backend):
+    cases = [np.zeros((3, 3), np.float32),
+             np.stack([np.eye(3), np.zeros((3, 3))]).astype(np.float32),
+             np.array([[1., 2, 3], [2, 4, 6], [1, 1, 1]], np.float32)]
+    fn = tracec.compile(lambda a: tracec.linalg.inv(a) * 2, backend=backend)
+    for A in cases:
+        with pytest.raises(RuntimeError) as want:
+            torch.linalg.inv(torch.tensor(A))
+        with pytest.raises(RuntimeError) as got:
+            fn(tracec.tensor(A))
+        assert str(got.value).endswith(str(want.value))
+        assert "test_gaps9.py" in str(got.value)              # the user's line
