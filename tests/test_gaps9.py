@@ -282,3 +282,89 @@ def test_inverse_compiled_singular_raises_torch_message(backend):
             fn(tracec.tensor(A))
         assert str(got.value).endswith(str(want.value))
         assert "test_gaps9.py" in str(got.value)              # the user's line
+
+
+# --- saved_tensors_hooks / save_on_cpu ------------------------------------------------
+
+def _hooked(lib, log):
+    def pack(x):
+        log.append(("pack", tuple(x.shape)))
+        return x * 10          # (the docs' "what unpack gets is what pack gave")
+
+    def unpack(x):
+        log.append(("unpack", tuple(x.shape)))
+        return x / 10
+    a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = lib.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    with lib.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = (a * b).sin()
+    saved = y.grad_fn._saved_self.tolist()
+    y.sum().backward()
+    return a.grad.tolist(), b.grad.tolist(), saved
+
+
+def test_saved_tensors_hooks_eager_as_torch():
+    want_log, got_log = [], []
+    want, got = _hooked(torch, want_log), _hooked(tracec, got_log)
+    np.testing.assert_allclose(np.array(got[0] + got[1]), np.array(want[0] + want[1]), rtol=1e-6)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
+    assert got_log == want_log
+
+
+def test_saved_tensors_hooks_errors_as_torch():
+    for lib in (torch, tracec):
+        x = lib.randn(3, requires_grad=True)
+
+        def bad_pack(t):
+            t.mul_(2)
+            return t
+        with pytest.raises(RuntimeError, match="A saved tensor pack hook is modifying its input "
+                                               "in place"):
+            with lib.autograd.graph.saved_tensors_hooks(bad_pack, lambda t: t):
+                x.exp()
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: 3):
+            y = x * x
+        with pytest.raises(TypeError, match="Output of saved tensor unpack_hook expected to be a "
+                                            "Tensor but got result of type int"):
+            y.sum().backward()
+
+
+def _on_cpu_step(lib):
+    def step(a, w):
+        with lib.autograd.graph.save_on_cpu(pin_memory=False):
+            y = (a * w).sin() * a
+        y.sum().backward()
+        return y
+    return step
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_save_on_cpu_compiles(backend):
+    rng = np.random.RandomState(5)
+    a, w = rng.randn(7).astype(np.float32), rng.randn(7).astype(np.float32)
+    ta = torch.tensor(a, requires_grad=True)
+    want = _on_cpu_step(torch)(ta, torch.tensor(w))
+    ga = tracec.tensor(a, requires_grad=True)
+    fn = tracec.compile(_on_cpu_step(tracec), backend=backend)
+    got = fn(ga, tracec.tensor(w))
+    assert fn.cache_info().eager_signatures == 0
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ga.grad.numpy(), ta.grad.numpy(), rtol=1e-6)
+
+
+def test_custom_saved_hooks_compiled_refused_at_line_or_eager_fallback():
+    log = []
+
+    def step(a):
+        with tracec.autograd.graph.saved_tensors_hooks(lambda t: log.append(1) or t, lambda t: t):
+            y = a.exp()
+        y.sum().backward()
+        return y
+    with pytest.raises(tracec.TraceError, match=r"test_gaps9.py:\d+: a tensor saved for backward "
+                                                 "under torch.autograd.graph.saved_tensors_hooks"):
+        tracec.compile(step)(tracec.ones(3, requires_grad=True))
+    a = tracec.ones(3, requires_grad=True)
+    with pytest.warns(UserWarning, match="running eagerly from now on"):
+        tracec.compile(step, fallback="eager")(a)
+    assert log                                   # the hook ran, eagerly
+    np.testing.assert_allclose(a.grad.numpy(), np.exp(1.0), rtol=1e-6)
