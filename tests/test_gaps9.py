@@ -43,6 +43,43 @@ def test_add_alpha_rounds_once_as_torch(shape, oshape, alpha, op):
         np.testing.assert_array_equal(g.numpy(), t.numpy())
 
 
+# other repeated along the inner loop's runs (a column, a one-element
+# tensor): PyTorch rounds some tail elements twice, the rest once
+MIXED_SHAPES = [((5,), (1,)), ((21,), ()), ((13,), (1,)), ((40, 21), (40, 1)), ((7, 5), (7, 1)),
+                ((3, 4, 9), (3, 1, 1)), ((200,), (1,)), ((6, 13), (1, 1))]
+
+
+@pytest.mark.parametrize("shape,oshape", MIXED_SHAPES, ids=str)
+def test_add_alpha_mixed_tail_rounding_as_torch(shape, oshape):
+    rng = np.random.RandomState(3)
+    for alpha in (0.1, -0.37, 3):
+        for _ in range(3):
+            x = np.asarray(rng.randn(*shape), np.float32)
+            y = np.asarray(rng.randn(*oshape) * 3, np.float32)
+            for op in ("add", "sub"):
+                want = getattr(torch.tensor(x), op)(torch.tensor(y), alpha=alpha).numpy()
+                got = getattr(tracec.tensor(x), op)(tracec.tensor(y), alpha=alpha).numpy()
+                np.testing.assert_array_equal(got, want)
+                t, g = torch.tensor(x), tracec.tensor(x)
+                getattr(t, op + "_")(torch.tensor(y), alpha=alpha)
+                getattr(g, op + "_")(tracec.tensor(y), alpha=alpha)
+                np.testing.assert_array_equal(g.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_add_alpha_mixed_tail_rounding_compiled(backend):
+    rng = np.random.RandomState(1)
+    x = np.asarray(rng.randn(40, 21), np.float32)
+    y = np.asarray(rng.randn(40, 1), np.float32)
+    want = torch.tensor(x).add(torch.tensor(y), alpha=0.1).numpy()
+    got = tracec.compile(lambda p, q: p.add(q, alpha=0.1), backend=backend)(
+        tracec.tensor(x), tracec.tensor(y))
+    np.testing.assert_array_equal(got.numpy(), want)
+    twice = x + y * np.float32(0.1)
+    fused = (x.astype(np.float64) + y.astype(np.float64) * float(np.float32(0.1))).astype(np.float32)
+    assert (want != twice).any() and (want != fused).any()     # (both roundings occur)
+
+
 def test_add_alpha_differs_from_two_roundings():
     """The case is not vacuous: rounding twice differs somewhere here."""
     x, y = _pair((1000,), (1000,))

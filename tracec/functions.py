@@ -255,6 +255,11 @@ def add(input, other, *deprecated, alpha=1):
             return _sparse_sum(out, *given, alpha) if SPARSE else out
         if not SPARSE and fma_rounded(input, other, alpha, d):
             return _named(fused_scaled_sum(ops.add, input, other, alpha), "AddBackward0")
+        mixed = _mixed_rounding(input, other, alpha, d)
+        if mixed is not None and not SPARSE:
+            twice = ops.add(input, ops.mul(other, alpha))
+            return _named(ops.where(mixed, twice, fused_scaled_sum(ops.add, input, other, alpha)),
+                          "AddBackward0")
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:
@@ -273,8 +278,9 @@ def fma_rounded(input, other, alpha, d) -> bool:
     once; but where ``other`` is one value repeated along the inner loop
     (a number, a 0-d tensor, a ``[m, 1]`` column), the compiler hoists
     ``alpha * other`` out of the tail loop and some tail elements are
-    rounded twice (measured on torch 2.13, AVX2 and AVX512 alike): those
-    keep the two roundings of the general path, which agree there.
+    rounded twice (measured on torch 2.13, AVX2 and AVX512 alike):
+    ``twice_rounded`` says which, for a tensor ``other`` (a Python number
+    keeps the two roundings everywhere).
     (float64 is fused as well by PyTorch; without a wider type tracec
     keeps its two roundings.)"""
     if d is not dt.float32 or not isinstance(other, Tensor) or other.dtype is not d or \
@@ -305,6 +311,45 @@ def fma_layout(shape: tuple, oshape: tuple, contiguous: bool) -> bool:
             break
         run *= m
     return math.prod(shape) <= _GRAIN_SIZE and run % 16 <= 4
+
+
+def twice_rounded(shape: tuple, oshape: tuple):
+    """Where ``fma_layout`` is false for a row-major ``input`` of ``shape``
+    and an ``other`` repeated along runs of the inner loop, one chunk
+    (numel up to the grain size): a bool array of ``shape``, true where
+    PyTorch rounds ``alpha * other`` first (else fused).  In each run of
+    ``n`` elements (``q = n - n % 16``, ``r = n % 16``): elements
+    ``q + 1 .. q + 4 * ((r - 1) // 4)`` (the compiler's 4-wide epilogue of
+    the scalar tail, measured for n up to 129, AVX2 and AVX512).  None
+    where not modelled (several chunks)."""
+    if math.prod(shape) > _GRAIN_SIZE or not shape:
+        return None
+    run, padded = 1, (1,) * (len(shape) - len(oshape)) + oshape
+    for m, o in zip(shape[::-1], padded[::-1]):
+        if o != 1:
+            break
+        run *= m
+    q, r = run - run % 16, run % 16
+    k = np.arange(run)
+    one_run = (k >= q + 1) & (k < q + 1 + 4 * ((r - 1) // 4)) if r else np.zeros(run, bool)
+    return np.broadcast_to(one_run.reshape(-1), (math.prod(shape) // run, run)).reshape(shape)
+
+
+def _mixed_rounding(input, other, alpha, d):
+    """``twice_rounded``'s mask as a constant tensor where PyTorch's kernel
+    mixes the two roundings for these operands (float32, a number
+    ``alpha``, a row-major ``input`` of a static shape), else None."""
+    if d is not dt.float32 or not isinstance(other, Tensor) or other.dtype is not d or \
+            not isinstance(input, Tensor) or input.dtype is not d or \
+            not isinstance(alpha, (int, float)) or not input.is_contiguous() or \
+            not all(isinstance(v, int) for v in tuple(input.shape) + tuple(other.shape)):
+        return None
+    if tuple(np.broadcast_shapes(tuple(input.shape), tuple(other.shape))) != tuple(input.shape):
+        return None
+    mask = twice_rounded(tuple(input.shape), tuple(other.shape))
+    if mask is None or not mask.any():
+        return None
+    return Tensor._from_data(np.ascontiguousarray(mask))
 
 
 #: ATen's ``internal::GRAIN_SIZE``: elementwise kernels over at most this
@@ -407,6 +452,11 @@ def sub(input, other, *deprecated, alpha=1):
             return _sparse_sum(out, *given, -alpha, True) if SPARSE else out
         if not SPARSE and fma_rounded(input, other, alpha, d):
             return _named(fused_scaled_sum(ops.sub, input, other, alpha), "SubBackward0")
+        mixed = _mixed_rounding(input, other, alpha, d)
+        if mixed is not None and not SPARSE:
+            twice = ops.sub(input, ops.mul(other, alpha))
+            return _named(ops.where(mixed, twice, fused_scaled_sum(ops.sub, input, other, alpha)),
+                          "SubBackward0")
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:

@@ -280,6 +280,8 @@ def _inplace_direct(name, self, args, kwargs):
         if b.shape != a.shape and (b.ndim > a.ndim or any(
                 m != 1 and m != n for m, n in zip(b.shape[::-1], a.shape[::-1]))):
             return False      # (a broadcast self: the tensor op's error)
+        if alpha != 1 and d is dt.float32 and not _fused_operand(a, b):
+            return False      # (PyTorch mixes two roundings here: F.add's mask)
         grad_read = other.requires_grad
     elif type(other) in _PY_NUMBERS:
         if alpha != 1:
