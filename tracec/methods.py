@@ -227,7 +227,7 @@ def _write(ufunc, a, b, alpha, d):
         if d is dt.float32 and _fused_operand(a, b):
             # rounded once, as PyTorch's kernel (F.fma_rounded): the exact
             # float32 product and the sum in float64, rounded to float32
-            ufunc(a, np.multiply(b, np.float64(np.float32(alpha))), out=a, casting="same_kind")
+            F.fused_axpy_(a, b, alpha, ufunc)
             return
         b = np.multiply(b, weak_scalar(alpha, d))
     ufunc(a, b, out=a)

@@ -111,9 +111,12 @@ def axpy_np(x: np.ndarray, y: np.ndarray, alpha, out=None) -> np.ndarray:
     if alpha == 1:
         return np.add(x, y, out=out)
     if d == np.float32 and y.shape == x.shape:
-        r = np.add(x, np.multiply(y, np.float64(np.float32(alpha))),
-                   out=out, casting="same_kind")
-        return r if out is not None else r.astype(d)
+        if out is None:
+            out = x.copy()
+        elif out is not x:
+            np.copyto(out, x)
+        F.fused_axpy_(out, y, alpha)
+        return out
     return np.add(x, np.multiply(y, np.asarray(alpha, d)), out=out)
 
 
