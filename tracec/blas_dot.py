@@ -13,11 +13,13 @@ holds.  Written with tracec primitives, so a traced call records it.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import dtypes as dt
 from tracec import ops
 from tracec.aten_vec import _capability
 
-__all__ = ["modelled", "sdot"]
+__all__ = ["modelled", "sdot", "sdot_np"]
 
 #: the longest vectors the model was checked for (MKL threads longer ones)
 MAX_LENGTH = 4096
@@ -78,3 +80,30 @@ def sdot(x, y):
     def lane(k):
         return ops.reshape(ops.slice_(v, (k,), (k + 1,), (1,)), ())
     return ops.add(ops.add(lane(0), lane(1)), ops.add(lane(2), lane(3)))
+
+
+def sdot_np(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``sdot`` in NumPy (the eager path: the same steps on arrays): a 0-d
+    float32 array."""
+    n = x.shape[0]
+    blocks = -(-n // _W)
+    prod = np.zeros(blocks * _W, np.float64)
+    np.multiply(x, y, out=prod[:n], dtype=np.float64)
+    prod = prod.reshape(blocks, _W)
+    acc = np.zeros((4, _W), np.float32)
+    steps = n // (4 * _W)
+    for s in range(steps):
+        acc = (acc + prod[4 * s:4 * s + 4]).astype(np.float32)
+    i, full = 4 * steps, n // _W
+    if i + 2 <= full:
+        acc[:2] = acc[:2] + prod[i:i + 2]
+        i += 2
+    if i + 1 <= full:
+        acc[0] = acc[0] + prod[i]
+        i += 1
+    if i < blocks:
+        acc[0] = acc[0] + prod[i]
+    v = (acc[0] + acc[1]) + (acc[2] + acc[3])
+    v = v[:8] + v[8:]
+    v = v[:4] + v[4:]
+    return np.asarray((v[0] + v[1]) + (v[2] + v[3]), np.float32)

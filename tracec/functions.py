@@ -19,7 +19,7 @@ from tracec import dtypes as dt
 from tracec import autocast_mode, blas_dot, fused_eager, graph, ops
 from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
-from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
+from tracec.tensor import RECORDERS, SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
 from tracec.wrapper_dispatch import dispatching_operand
 from tracec import aten_report
@@ -1772,7 +1772,7 @@ def matmul(input, other):
         # the operands themselves.
         out = sum(mul(input, other), -1)
         if va and blas_dot.modelled(input, other):
-            out = _value_of(out, blas_dot.sdot(input, other))
+            out = _value_of(out, _sdot(input, other))
         if out._node is not None:
             # PyTorch's one node, whose inputs (not the product's) are its edges
             name = out._node._name = TorchName("DotBackward0" if va else "MvBackward0")
@@ -1813,9 +1813,18 @@ def matmul(input, other):
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
     if va and vb and not SPARSE and blas_dot.modelled(*vectors):
-        out = _value_of(out, blas_dot.sdot(*vectors))
+        value = _sdot(*vectors)
+        out = value if out._node is None and not RECORDERS else _value_of(out, value)
     out = _named(out, _matmul_name(na, nb))
     return sparse_product(out, given[0], given[1]) if SPARSE else out
+
+
+def _sdot(x, y):
+    """``blas_dot``'s value of ``x . y``: in NumPy eagerly, in primitives
+    while a call is recorded."""
+    if not RECORDERS and type(x._data) is np.ndarray and type(y._data) is np.ndarray:
+        return Tensor._from_data(blas_dot.sdot_np(x._data, y._data))
+    return blas_dot.sdot(x, y)
 
 
 def _value_of(out, value):
