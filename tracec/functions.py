@@ -253,19 +253,28 @@ def add(input, other, *deprecated, alpha=1):
         if d in _HALF and isinstance(other, Tensor) and isinstance(alpha, _REAL_NUM):
             out = _half_scaled_sum(ops.add, input, other, alpha, d)
             return _sparse_sum(out, *given, alpha) if SPARSE else out
-        if not SPARSE and fma_rounded(input, other, alpha, d):
-            return _named(fused_scaled_sum(ops.add, input, other, alpha), "AddBackward0")
-        mixed = _mixed_rounding(input, other, alpha, d)
-        if mixed is not None and not SPARSE:
-            twice = ops.add(input, ops.mul(other, alpha))
-            return _named(ops.where(mixed, twice, fused_scaled_sum(ops.add, input, other, alpha)),
-                          "AddBackward0")
+        out = None if SPARSE else _rounded_as_torch(ops.add, input, other, alpha, d)
+        if out is not None:
+            return _named(out, "AddBackward0")
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.add(input, other)
     return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def _rounded_as_torch(op, input, other, alpha, d):
+    """``op(input, alpha * other)`` (``op`` add or sub) where PyTorch's
+    kernel rounds it once everywhere (``fma_rounded``) or in part
+    (``_mixed_rounding``), as it does; None for the general path."""
+    if fma_rounded(input, other, alpha, d):
+        return fused_scaled_sum(op, input, other, alpha)
+    mixed = _mixed_rounding(input, other, alpha, d)
+    if mixed is None:
+        return None
+    return ops.where(mixed, op(input, ops.mul(other, alpha)),
+                     fused_scaled_sum(op, input, other, alpha))
 
 
 def fma_rounded(input, other, alpha, d) -> bool:
@@ -482,13 +491,9 @@ def sub(input, other, *deprecated, alpha=1):
         if d in _HALF and isinstance(other, Tensor) and isinstance(alpha, _REAL_NUM):
             out = _half_scaled_sum(ops.sub, input, other, alpha, d)
             return _sparse_sum(out, *given, -alpha, True) if SPARSE else out
-        if not SPARSE and fma_rounded(input, other, alpha, d):
-            return _named(fused_scaled_sum(ops.sub, input, other, alpha), "SubBackward0")
-        mixed = _mixed_rounding(input, other, alpha, d)
-        if mixed is not None and not SPARSE:
-            twice = ops.sub(input, ops.mul(other, alpha))
-            return _named(ops.where(mixed, twice, fused_scaled_sum(ops.sub, input, other, alpha)),
-                          "SubBackward0")
+        out = None if SPARSE else _rounded_as_torch(ops.sub, input, other, alpha, d)
+        if out is not None:
+            return _named(out, "SubBackward0")
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:
