@@ -14,6 +14,7 @@ as a COO tensor.  A coalesced one's values are read from the dense data.
 from __future__ import annotations
 
 import math
+import string
 import warnings
 import weakref
 
@@ -334,7 +335,6 @@ def einsum(equation, *operands):
     for x in operands:
         if not isinstance(x, Tensor):
             raise TypeError(f"einsum(): operands must be Tensors, not {type(x).__name__}")
-    operands, _ = promote("einsum", *operands)
     labels, out = _parse(equation, operands)
     sizes: dict = {}
     for i, (x, ls) in enumerate(zip(operands, labels)):
@@ -351,6 +351,8 @@ def einsum(equation, *operands):
                                    f"does not broadcast with previously seen size {sizes[c]}")
             if s != 1 or c not in sizes:
                 sizes[c] = s
+    _refuse_mixed_contraction(labels, out, operands)
+    operands, _ = promote("einsum", *operands)
     xs = []
     for x, ls in zip(operands, labels):
         full = tuple(sizes[c] for c in ls)
@@ -370,6 +372,56 @@ def einsum(equation, *operands):
     if y is operands[0]:
         y = ops.cast(y, y.dtype)
     return y
+
+
+def _refuse_mixed_contraction(labels, out, operands) -> None:
+    """PyTorch's error for an einsum that contracts (sums over a label of
+    both operands, through ``bmm``) two operands of different dtypes:
+    ``expected scalar type A but found B``, A and B the pair's dtypes in
+    the order PyTorch takes them.  It contracts two operands left to
+    right (the result first), more in opt_einsum's order (``auto``, as
+    ``torch.backends.opt_einsum``'s default) when that package is
+    installed, each result last; a pair with nothing to sum is a
+    product, which promotes (``'i,j->ij'``, ``'i,i->i'`` mix dtypes)."""
+    dtypes = [x.dtype for x in operands]
+    if len(set(dtypes)) == 1:
+        return
+    sizes = [dict(zip(ls, x.shape)) for ls, x in zip(labels, operands)]
+    items = list(zip(dtypes, sizes))
+    for i, j in _contraction_order(labels, out, operands):
+        (da, sa), (db, sb) = items[i], items[j]
+        rest = [sz for k, (_, sz) in enumerate(items) if k not in (i, j)]
+        kept = set(out).union(*rest)
+        summed = [c for c in sa if c in sb and c not in kept and sa[c] != 1 and sb[c] != 1]
+        if summed and da is not db:
+            raise RuntimeError(f"expected scalar type {dt.scalar_type_name(da)} but found "
+                               f"{dt.scalar_type_name(db)}")
+        merged = {c: max(n, sb.get(c, 1)) for c, n in sa.items() if c in kept}
+        merged.update({c: n for c, n in sb.items() if c in kept and c not in merged})
+        d = da if summed else dt.promote_types(da, db)
+        items = [it for k, it in enumerate(items) if k not in (i, j)] + [(d, merged)]
+
+
+def _contraction_order(labels, out, operands) -> list:
+    """The pairs (indices into the shrinking operand list, the result
+    appended last) that PyTorch's einsum contracts, in order."""
+    n = len(operands)
+    try:
+        import opt_einsum
+    except ImportError:
+        opt_einsum = None
+    if n <= 2 or opt_einsum is None:
+        # left to right: the running result stays first
+        return [(0, 1)] * (n - 1)
+    names: dict = {}     # (ASCII letters for opt_einsum: "..." dims have Greek labels)
+
+    def letter(c):
+        return names.setdefault(c, string.ascii_letters[len(names)])
+    eq = ",".join("".join(letter(c) for c in ls) for ls in labels) + \
+        "->" + "".join(letter(c) for c in out)
+    path = opt_einsum.contract_path(eq, *[tuple(x.shape) for x in operands], shapes=True,
+                                    optimize="auto")[0]
+    return [tuple(p) for p in path]
 
 
 # --- sparse (dense stand-ins) ------------------------------------------------------------

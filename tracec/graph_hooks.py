@@ -61,8 +61,15 @@ def _innermost(stack: list):
 
 
 def saved_hooks():
-    """This thread's innermost saved-tensor hooks, or None."""
-    return _innermost(SAVED_HOOKS) if SAVED_HOOKS else None
+    """This thread's innermost saved-tensor hooks, or None: also None while
+    ``tracec.compile`` records, for hooks that give back the saved value
+    itself (``save_on_cpu``, ``value_preserving``): packing there only
+    moves memory, which the compiled step manages itself, so the step is
+    recorded without them (other hooks are refused: ``UNRECORDABLE``)."""
+    hooks = _innermost(SAVED_HOOKS) if SAVED_HOOKS else None
+    if hooks is not None and UNRECORDABLE and getattr(hooks, "value_preserving", False):
+        return None
+    return hooks
 
 
 def disabled_message():

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from tracec import autocast_mode, fused_eager
+from tracec import autocast_mode, blas_dot, fused_eager
 from tracec import dtypes as dt
 from tracec import aten_report
 from tracec import functions as F
@@ -305,6 +305,12 @@ def tensordot(a, b, dims=2, out=None):
     a2 = ops.reshape(ops.transpose(a, tuple(fa + da)), (math.prod(a.shape[i] for i in fa), k))
     b2 = ops.reshape(ops.transpose(b, tuple(db + fb)), (k, math.prod(b.shape[j] for j in fb)))
     r = F.matmul(a2, b2)
+    if not fa and not fb:
+        # a full contraction: PyTorch's (1, k) @ (k, 1) mm is MKL's sdot
+        # (torch.inner of vectors equals torch.dot): round as it does
+        u, v = ops.reshape(a2, (k,)), ops.reshape(b2, (k,))
+        if blas_dot.modelled(u, v):
+            r = F._value_of(r, ops.reshape(blas_dot.sdot(u, v), (1, 1)))
     return ops.reshape(r, tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb))
 
 

@@ -30,10 +30,10 @@ from tracec import shape_ops as S
 from tracec._C import _LinAlgError
 from tracec.functions import promote, tensor_arg
 from tracec.ops.core import broadcast_shapes
-from tracec import lapack_lu
+from tracec import lapack_lu, linalg_gauss_jordan
 from tracec.lapack_lu import getrf as _lu_np
 from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
-from tracec.tensor import Tensor, concrete
+from tracec.tensor import RECORDERS, Tensor, concrete
 from tracec.return_types import structseq
 
 __all__ = ["LinAlgError", "eig", "eigvals", "inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
@@ -206,7 +206,11 @@ _inv = _function("LinalgInvEx", _inv_fwd,
 
 
 def inv(input):
-    return _inv(_square(input, "linalg.inv", complex_ok=True))
+    A = _square(input, "linalg.inv", complex_ok=True)
+    if RECORDERS and A.dtype in (dt.float32, dt.float64):
+        # (a traced call reads no values: Gauss-Jordan in primitives)
+        return F._named(linalg_gauss_jordan.inverse(A, "linalg.inv"), "LinalgInvExBackward0")
+    return _inv(A)
 
 
 inverse = inv

@@ -224,8 +224,19 @@ _PY_NUMBERS = (int, float)
 
 def _write(ufunc, a, b, alpha, d):
     if alpha != 1:
+        if d is dt.float32 and _fused_operand(a, b):
+            # rounded once, as PyTorch's kernel (F.fma_rounded): the exact
+            # float32 product and the sum in float64, rounded to float32
+            F.fused_axpy_(a, b, alpha, ufunc)
+            return
         b = np.multiply(b, weak_scalar(alpha, d))
     ufunc(a, b, out=a)
+
+
+def _fused_operand(a: np.ndarray, b) -> bool:
+    """``F.fma_rounded``'s test on arrays: ``b`` (what ``a`` is updated by)
+    is not one value repeated along the kernel's inner loop."""
+    return type(b) is np.ndarray and F.fma_layout(a.shape, b.shape, a.flags.c_contiguous)
 
 
 #: ``a = a <ufunc> (b * alpha)`` in place (alpha a Python number, a weak
@@ -269,6 +280,8 @@ def _inplace_direct(name, self, args, kwargs):
         if b.shape != a.shape and (b.ndim > a.ndim or any(
                 m != 1 and m != n for m, n in zip(b.shape[::-1], a.shape[::-1]))):
             return False      # (a broadcast self: the tensor op's error)
+        if alpha != 1 and d is dt.float32 and not _fused_operand(a, b):
+            return False      # (PyTorch mixes two roundings here: F.add's mask)
         grad_read = other.requires_grad
     elif type(other) in _PY_NUMBERS:
         if alpha != 1:

@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph, graph_hooks, mem_overlap, tensor_str
+from tracec import expand_writes, graph, graph_hooks, mem_overlap, tensor_str
 from tracec.arg_arrays import _WATCHES, ArgArray, foreign, watched
 from tracec.removable_handle import RemovableHandle
 from tracec.item_value import ItemValue
@@ -1038,15 +1038,18 @@ class Tensor:
                 # A view of an expanded tensor with distinct elements of its
                 # own (``x[0]`` of ``ones(1, 3).expand(4, 3)``): PyTorch
                 # writes into the shared memory
-                if not RECORDERS and mem_overlap.write_shared(a, new._data):
+                if (not RECORDERS or expand_writes.through_expand(self._view_chain)) and \
+                        mem_overlap.write_shared(a, new._data):
                     self._vbox[0] += 1
                     return
                 raise RuntimeError(f"{op}: tracec cannot write to this tensor: it shares the "
                                    "memory of a NumPy array marked read-only (PyTorch writes "
                                    "there regardless); copy the array, or make it writable, "
                                    "before converting it") from None
-            if shared and op in _SHARED_WRITES and not RECORDERS and not self.requires_grad and \
-                    not new.requires_grad and mem_overlap.write_shared(a, new._data):
+            if shared and op in _SHARED_WRITES and (
+                    not RECORDERS or expand_writes.through_expand(self._view_chain)) and \
+                    not self.requires_grad and not new.requires_grad and \
+                    mem_overlap.write_shared(a, new._data):
                 # (PyTorch's fills and index writes skip the internal-overlap
                 # check: each shared element holds one of the values written)
                 if _SHARED_WRITES[op]:
@@ -1127,11 +1130,16 @@ class Tensor:
                 (v,) = prim.vjp(v, aval, out=None, **params)[:1]
             return v
 
-        with graph.no_grad():
-            # (a recorded fill, not a NumPy constant: in a symbolic trace its
-            # shape stays the view's symbolic one, no size specialized)
-            mask = ew.ne(adjoint(creation_ops.full(self.shape, 1, self.dtype, like=self)), 0)
-        new_root = ew.where(mask, adjoint(new), root)
+        if expand_writes.through_expand(chain):
+            # (a fill or index write into an expanded tensor: aliases)
+            with graph.no_grad():
+                new_root = expand_writes.rebased(chain, root, new)
+        else:
+            with graph.no_grad():
+                # (a recorded fill, not a NumPy constant: in a symbolic trace
+                # its shape stays the view's symbolic one, no size specialized)
+                mask = ew.ne(adjoint(creation_ops.full(self.shape, 1, self.dtype, like=self)), 0)
+            new_root = ew.where(mask, adjoint(new), root)
         if RECORDERS:
             for r in RECORDERS:
                 r(None, (new_root,), {"inplace": "rebase"}, root)

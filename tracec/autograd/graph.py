@@ -241,6 +241,10 @@ class save_on_cpu(saved_tensors_hooks):
 
         super().__init__(pack_to_cpu, unpack_from_cpu)
 
+    #: unpacking gives the saved value back (on its device): a compiled
+    #: step records its ops without the hooks (``graph_hooks.saved_hooks``)
+    value_preserving = True
+
 
 class _AllowMutationOnSavedContext:
     """What ``allow_mutation_on_saved_tensors`` yields: ``original`` maps

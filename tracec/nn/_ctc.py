@@ -27,7 +27,7 @@ from tracec import shape_ops as S
 from tracec.autograd import Function
 from tracec.methods_extra import isfinite, isinf
 from tracec.nn._loss import _reduction
-from tracec.tensor import Tensor, concrete
+from tracec.tensor import RECORDERS, Tensor, concrete
 
 __all__ = ["ctc_loss"]
 
@@ -163,6 +163,8 @@ class _CTC(Function):
 def _plan(targets, in_lens, tgt_lens, blank, batch, dev, zero_infinity):
     """Extended labels ``[N, 2*S_max+1]`` and the skip mask (``s`` may come
     from ``s-2``: a label differing from the one two back)."""
+    if RECORDERS:
+        return _traced_plan(targets, in_lens, tgt_lens, blank, batch, dev, zero_infinity)
     tg = np.asarray(concrete(targets, _EAGER)).astype(np.int64)
     if tg.ndim == 1:
         offsets = np.concatenate([[0], np.cumsum(tgt_lens)])
@@ -237,3 +239,29 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
     if reduction == "sum":
         return TF.sum(nll)
     return S.squeeze(nll, 0) if unbatched else nll
+
+
+def _traced_plan(targets, in_lens, tgt_lens, blank, batch, dev, zero_infinity):
+    """``_plan`` in tensor ops on ``targets`` (the lengths are numbers: a
+    traced call records the plan, so each compiled call builds it from its
+    own targets; lengths given as tensors are read, eager only)."""
+    s_max = max(tgt_lens, default=0)
+    k = np.arange(s_max)
+    have = creation.tensor(k[None, :] < np.asarray(tgt_lens, np.int64)[:, None], device=dev)
+    if targets.ndim == 1:
+        offsets = np.concatenate([[0], np.cumsum(tgt_lens)])[:-1].astype(np.int64)
+        idx = np.minimum(offsets[:, None] + k[None, :], max(targets.shape[0] - 1, 0))
+        labels = targets[creation.tensor(idx, device=dev)] if s_max and targets.shape[0] \
+            else creation.zeros((batch, s_max), dtype=dt.int64, device=dev)
+    else:
+        labels = targets[:, :s_max]
+    labels = TF.where(have, labels.to(dt.int64), creation.full((batch, s_max), blank,
+                                                               dtype=dt.int64, device=dev))
+    blanks = creation.full((batch, s_max), blank, dtype=dt.int64, device=dev)
+    ext = S.cat([S.reshape(S.stack([blanks, labels], -1), (batch, 2 * s_max)),
+                 creation.full((batch, 1), blank, dtype=dt.int64, device=dev)], 1)
+    two_back = _shift(ext, 2, blank)
+    skip = (ext != blank) & (ext != two_back) & \
+        creation.tensor(np.arange(2 * s_max + 1) >= 2, device=dev)
+    ext_lens = [2 * n + 1 for n in tgt_lens]
+    return ext, skip, in_lens, ext_lens, zero_infinity

@@ -15,12 +15,12 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as F
-from tracec import graph, math_extra
+from tracec import graph, math_extra, ops
 from tracec.complex_ops import view_as_real
 from tracec.tensor import OP_OBSERVERS, RECORDERS, SPARSE, Tensor
 
 __all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real",
-           "direct_arrays", "bump", "fma32_"]
+           "direct_arrays", "bump", "fma32_", "axpy_np"]
 
 
 def neg(x):
@@ -48,6 +48,9 @@ def add_(t: Tensor, other: Tensor, alpha=1) -> Tensor:
             type(alpha) in _NUMBERS and alpha != 1 and other.shape == t.shape and \
             t.is_contiguous() and other.is_contiguous():
         return _reduced_add_(t, other, alpha)
+    if isinstance(alpha, Tensor) and F.fma_rounded(t, other, alpha, t.dtype):
+        # a lifted lr: rounded once, as add_ with the number (F.add)
+        return t.copy_(F.fused_scaled_sum(ops.add, t, other, alpha))
     return t.add_(scaled(other, alpha))
 
 
@@ -56,6 +59,8 @@ def add(x: Tensor, other: Tensor, alpha=1) -> Tensor:
     if _reduced(x) and type(alpha) in _NUMBERS and alpha != 1:
         return add_(x.clone(), other, alpha)
     if isinstance(alpha, Tensor):     # a lifted hyper-parameter (a 0-d tensor)
+        if F.fma_rounded(x, other, alpha, x.dtype):
+            return F.fused_scaled_sum(ops.add, x, other, alpha)
         return x.add(scaled(other, alpha))
     return x.add(other, alpha=alpha)
 
@@ -95,6 +100,24 @@ def fma32_(out, base, x, y) -> None:
     f64 = np.float64
     np.copyto(out, np.add(np.asarray(base, f64), np.multiply(np.asarray(x, f64), np.asarray(y, f64))),
               casting="same_kind")
+
+
+def axpy_np(x: np.ndarray, y: np.ndarray, alpha, out=None) -> np.ndarray:
+    """NumPy's ``x + alpha * y`` (``alpha`` a number) rounded as
+    ``Tensor.add(y, alpha=alpha)``: once for float32 (``F.fma_rounded``:
+    the exact product and the sum in float64), else the product first
+    (``alpha`` a weak scalar of the dtype); into ``out`` when given."""
+    d = x.dtype
+    if alpha == 1:
+        return np.add(x, y, out=out)
+    if d == np.float32 and y.shape == x.shape:
+        if out is None:
+            out = x.copy()
+        elif out is not x:
+            np.copyto(out, x)
+        F.fused_axpy_(out, y, alpha)
+        return out
+    return np.add(x, np.multiply(y, np.asarray(alpha, d)), out=out)
 
 
 def _reduced(t: Tensor) -> bool:

@@ -106,7 +106,7 @@ def _adadelta_numpy(arrays, lr, rho, eps, weight_decay):
         d = p.dtype
         np.add(step, np.asarray(1, step.dtype), out=step)
         if weight_decay != 0:
-            g = np.add(g, np.multiply(p, np.asarray(weight_decay, d)))
+            g = _f.axpy_np(g, p, weight_decay)               # grad.add(p, alpha=wd)
         np.multiply(v, np.asarray(rho, d), out=v)            # v * rho + (g * (1 - rho)) * g
         tmp = np.empty_like(v)
         if 1 - rho != 1:
@@ -134,6 +134,4 @@ def _adadelta_numpy(arrays, lr, rho, eps, weight_decay):
         else:
             np.multiply(tmp, delta, out=tmp)
             np.add(u, tmp, out=u)
-        if -lr != 1:                                          # p + delta * -lr
-            np.multiply(delta, np.asarray(-lr, d), out=delta)
-        np.add(p, delta, out=p)
+        _f.axpy_np(p, delta, -lr, out=p)                     # p.add_(delta, alpha=-lr)

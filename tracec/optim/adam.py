@@ -174,7 +174,7 @@ def _adam_numpy(arrays, lr, beta1, beta2, eps, weight_decay, decoupled, lerp_sma
             if decoupled:
                 np.multiply(p, np.asarray(1 - lr * weight_decay, d), out=p)
             else:
-                g = np.add(g, np.multiply(p, np.asarray(weight_decay, d)))
+                g = _f.axpy_np(g, p, weight_decay)           # grad.add(p, alpha=wd)
         w = 1 - beta1
         tmp = np.subtract(g, m, out=np.empty_like(m))
         if d == np.float32:                  # fused, as math_extra.lerp / addcmul

@@ -124,15 +124,13 @@ def _sgd_numpy(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, maxim
         if maximize:                                  # -p.grad
             g = np.negative(g)
         if weight_decay != 0:                         # grad.add(p, alpha=weight_decay)
-            g = np.add(g, np.multiply(p, np.asarray(weight_decay, d))
-                       if weight_decay != 1 else p)
+            g = _f.axpy_np(g, p, weight_decay)
         # buf.mul_(momentum).add_(grad, alpha=1 - dampening)
         np.multiply(buf, np.asarray(momentum, d), out=buf)
-        a = 1 - dampening
-        np.add(buf, np.multiply(g, np.asarray(a, d)) if a != 1 else g, out=buf)
-        if nesterov:                                  # grad.add(scaled(buf, momentum))
-            g = np.add(g, np.multiply(buf, np.asarray(momentum, d)) if momentum != 1 else buf)
+        _f.axpy_np(buf, g, 1 - dampening, out=buf)
+        if nesterov:                                  # grad.add(buf, alpha=momentum)
+            g = _f.axpy_np(g, buf, momentum)
         else:
             g = buf
         # add_(p, grad, alpha=-lr): p.add_(grad, alpha=-lr)
-        np.add(p, np.multiply(g, np.asarray(-lr, d)), out=p)
+        _f.axpy_np(p, g, -lr, out=p)
