@@ -98,11 +98,20 @@ def _torch_distribution_validation_stays_on():
 #: minute tail on two cores).  Whole modules move, in their own order, so
 #: module-scoped fixtures (a module's torch reference runs) are set up once.
 _LONG_MODULES = ("test_public_programs", "test_vision_models")
+#: Modules of the longest in-process tests (a CI run's ``--durations``:
+#: 10-25 s each on a loaded 2-core machine), after those: whole modules
+#: again, so the order within each stays as written (test_cuda's ptxas
+#: check runs last in its module).
+_LONG_IN_PROCESS = {"test_coldstart_gemm_library.py", "test_cuda.py", "test_layers.py",
+                    "test_shared_objects.py", "test_example_c_train.py", "test_gather_sink.py",
+                    "test_cache_warm_start.py", "test_dynamic_shapes.py", "test_models21_gaps.py",
+                    "test_aot_state.py"}
 
 
 def pytest_collection_modifyitems(session, config, items):
     def first(item):
-        return 0 if os.path.basename(item.nodeid.split("::")[0]).startswith(_LONG_MODULES) else 1
+        name = os.path.basename(item.nodeid.split("::")[0])
+        return 0 if name.startswith(_LONG_MODULES) else 1 if name in _LONG_IN_PROCESS else 2
     items.sort(key=first)     # stable: every module keeps its tests' order
 
 

@@ -85,11 +85,16 @@ for line in sys.stdin:
             finally:
                 os._exit(code)
     reply.write(json.dumps({"pid": pid}) + "\n"); reply.flush()
-    _, status = os.waitpid(pid, 0)
-    reply.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n"); reply.flush()
+    _, status, ru = os.wait4(pid, 0)
+    reply.write(json.dumps({"rc": os.waitstatus_to_exitcode(status),
+                            "cpu": ru.ru_utime + ru.ru_stime}) + "\n"); reply.flush()
 '''
 
 _zygotes: dict = {}
+#: CPU seconds of the commands the zygotes ran for this process (their
+#: children are not this process's, so its rusage misses them): for
+#: per-test CPU measurements of the program tests.
+_CHILD_CPU = 0.0
 #: environment variables tracec reads only after import (the child sets
 #: them), and pytest's PYTEST_CURRENT_TEST, which names the running test:
 #: in a zygote's key, every test that passes this process's environment
@@ -97,8 +102,12 @@ _zygotes: dict = {}
 #: build ``{**os.environ, ...}`` per call: test_public_programs{,_breadth,
 #: _tutorials}) started a zygote of its own, ~1.5 s of CPU for its imports
 #: and a process left waiting until pytest exits; likewise GLOO_TEST_PORT,
-#: a free port picked per test that only the distributed programs read
-_LATE = {"TRACEC_CACHE_DIR", "TMPDIR", "PYTEST_CURRENT_TEST", "GLOO_TEST_PORT"}
+#: a free port picked per test that only the distributed programs read; and
+#: the switches tracec reads at each compile (the compile jobs, the GEMM
+#: library, the disk cache), which tests/test_coldstart_gemm_library.py
+#: varies per command
+_LATE = {"TRACEC_CACHE_DIR", "TMPDIR", "PYTEST_CURRENT_TEST", "GLOO_TEST_PORT",
+         "TRACEC_COMPILE_JOBS", "TRACEC_GEMM_LIBRARY", "TRACEC_NO_CACHE"}
 
 
 class _Zygote:
@@ -137,6 +146,8 @@ class _Zygote:
                 os.killpg(pid, signal.SIGKILL)
                 self._line(None)
                 raise subprocess.TimeoutExpired(cmd, timeout, _read(out), _read(err))
+            global _CHILD_CPU
+            _CHILD_CPU += done.get("cpu", 0.0)
             return subprocess.CompletedProcess(cmd, done["rc"], _read(out), _read(err))
 
     def close(self):

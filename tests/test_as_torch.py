@@ -12,17 +12,20 @@ import pytest
 import torch
 
 import tracec
+from program_runner import tracec_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def python(code, *args, cli=False, cwd=None):
+    """``python -c code ARGS`` in a fresh interpreter; ``cli``: ``python -m
+    tracec.cli run ARGS``, forked from the program tests' zygote (a process
+    that has run only the imports every ``tracec run`` makes first)."""
     env = {**os.environ, "PYTHONPATH": ROOT}
     if cli:
-        cmd = [sys.executable, "-m", "tracec.cli", "run", *args]
-    else:
-        cmd = [sys.executable, "-c", textwrap.dedent(code), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+        return tracec_cli(["run", *args], cwd=cwd, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
 
 
 IMPORTS = """
@@ -204,8 +207,7 @@ def test_cli_run_of_a_relative_path_gives_pythons_file_and_argv(tmp_path):
         """))
     want = subprocess.run([sys.executable, "rel.py"], cwd=tmp_path, capture_output=True,
                           text=True)
-    got = subprocess.run([sys.executable, "-m", "tracec.cli", "run", "rel.py"], cwd=tmp_path,
-                         capture_output=True, text=True)
+    got = tracec_cli(["run", "rel.py"], cwd=tmp_path)
     assert want.returncode == 0 and got.returncode == 0, got.stderr
     assert got.stdout == want.stdout
     assert got.stdout.split()[0] == str(tmp_path / "rel.py")

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import tracec
+from program_runner import python_c
 from tracec.backends.cpu import codegen, gemm_lib
 
 
@@ -26,10 +27,11 @@ def _env(cache, **extra):
 
 
 def _run(code, env, timeout=240):
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=timeout)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return r.stdout
+    """``python -c code`` in a new process (forked from a zygote that has
+    imported tracec's compile stack only: nothing built or cached in
+    memory, and the library's build threads, daemons, end with the
+    process as they do at a plain interpreter's exit): its stdout."""
+    return _run_args(code, [], env, timeout)
 
 
 _LAYOUTS = r'''
@@ -127,8 +129,7 @@ def test_a_partial_library_is_completed_on_demand(tmp_path):
 
 
 def _run_args(code, args, env, timeout=240):
-    r = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
-                       text=True, timeout=timeout)
+    r = python_c(code, *args, env=env, timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 
@@ -153,8 +154,8 @@ def step(x, y):
     opt.step()
     return loss
 losses = [step(x, y).item() for _ in range(4)]
-sys.stdout.buffer.write(np.array(losses, np.float32).tobytes()
-                        + b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
+print((np.array(losses, np.float32).tobytes()
+       + b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hex())
 '''
 
 
@@ -170,13 +171,10 @@ def test_concurrent_processes_and_bit_identical_values(tmp_path):
     for p in procs:
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err.decode()[-3000:]
-        outs.append(out)
-    third = subprocess.run([sys.executable, "-c", _STEP], env=env, capture_output=True,
-                           timeout=240, check=True).stdout
-    own = subprocess.run([sys.executable, "-c", _STEP],
-                         env=_env(tmp_path / "own", TRACEC_GEMM_LIBRARY="0"),
-                         capture_output=True, timeout=240, check=True).stdout
-    assert outs[0] == outs[1] == third == own
+        outs.append(out.decode())
+    third = _run(_STEP, env)
+    own = _run(_STEP, _env(tmp_path / "own", TRACEC_GEMM_LIBRARY="0"))
+    assert len(own) > 1000 and outs[0] == outs[1] == third == own
     from tracec.backends import cache
     for path in cache.DiskCache(str(tmp_path / "shared" / "runtime")).entries():
         key = os.path.basename(path)[:-len(".tcc")]

@@ -66,3 +66,33 @@ def test_one_zygote_serves_every_test_of_a_worker():
     (zygote1, test1), (zygote2, test2) = (r.stdout.split(" ", 1) for r in outs)
     assert zygote1 == zygote2 != str(os.getpid())
     assert (test1.strip(), test2.strip()) == ("a.py::one (call)", "b.py::two (call)")
+
+
+def test_compile_switches_share_the_zygote_and_reach_the_command():
+    """TRACEC_COMPILE_JOBS / TRACEC_GEMM_LIBRARY / TRACEC_NO_CACHE (read by
+    tracec at each compile) are no part of a zygote's key either: the
+    commands fork from one zygote, each sees its own values, and a compile
+    in it follows them (one job where it says 1)."""
+    from program_runner import python_c
+    code = ("import os; from tracec.backends.cpu import codegen\n"
+            "print(os.getppid(), codegen.compile_jobs(), os.environ.get('TRACEC_GEMM_LIBRARY'),"
+            " os.environ.get('TRACEC_NO_CACHE'))")
+    outs = [python_c(code, env={**ENV, **extra}, timeout=120)
+            for extra in ({"TRACEC_COMPILE_JOBS": "1"},
+                          {"TRACEC_COMPILE_JOBS": "3", "TRACEC_GEMM_LIBRARY": "0",
+                           "TRACEC_NO_CACHE": "1"})]
+    assert all(r.returncode == 0 for r in outs), [r.stderr for r in outs]
+    (z1, *one), (z2, *two) = (r.stdout.split() for r in outs)
+    assert z1 == z2 != str(os.getpid())
+    assert (one, two) == (["1", "None", "None"], ["3", "0", "1"])
+
+
+def test_a_commands_cpu_time_is_counted():
+    """The CPU seconds of a forked command (not this process's child, so
+    not in its rusage) add up in ``program_runner._CHILD_CPU``."""
+    import program_runner
+    before = program_runner._CHILD_CPU
+    r = program_runner.python_c("import time\nt = time.process_time()\n"
+                                "while time.process_time() - t < 0.3: pass", env=ENV, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert 0.3 <= program_runner._CHILD_CPU - before < 30
