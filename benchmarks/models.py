@@ -30,7 +30,7 @@ loads the first's code, as for a user): the backend and passes time of the
 compiles, and the calls' wall time until the steady state.
 
     python benchmarks/models.py [--models lstm,gpt,mnist] [--cores all|1|both]
-        [--rounds 3] [--time 1.0] [--no-torch-compile] [--no-cold]
+        [--rounds 3] [--time 1.0] [--no-torch-compile] [--no-cold] [--cpu-time]
 """
 from __future__ import annotations
 
@@ -225,16 +225,16 @@ def build(torch, name: str, seed: int = 0):
         return train_step, lambda step: step(data, target)
 
 
-def _timeit(fn, min_time):
+def _timeit(fn, min_time, clock=time.perf_counter):
     for _ in range(3):
         fn()
     best = []
     for _ in range(3):
-        n, t0 = 0, time.perf_counter()
+        n, t0 = 0, clock()
         while True:
             fn()
             n += 1
-            el = time.perf_counter() - t0
+            el = clock() - t0
             if el >= min_time / 3 and n >= 3:
                 break
         best.append(el / n * 1e3)
@@ -245,6 +245,10 @@ def _run_child(cfg: dict) -> dict:
     """In the child: one measurement of cfg, as a dict."""
     if cfg["one_core"]:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    # CPU time (all the process's threads) instead of wall time: steadier on
+    # a shared, loaded machine, but it counts threads' spinning, so it is
+    # meant for one core
+    clock = time.process_time if cfg.get("cpu_time") else time.perf_counter
     out = {}
     if cfg["what"] == "tracec-model":
         # torch.compile's most common use: model = compile(model), the rest
@@ -255,7 +259,7 @@ def _run_child(cfg: dict) -> dict:
         cell.cell_contents = tracec.compile(cell.cell_contents)
         for _ in range(6):
             call(fn)
-        out["step_ms"] = _timeit(lambda: call(fn).item(), cfg["time"])
+        out["step_ms"] = _timeit(lambda: call(fn).item(), cfg["time"], clock)
         return out
     if cfg["what"] in ("tracec", "cold"):
         import tracec
@@ -291,7 +295,7 @@ def _run_child(cfg: dict) -> dict:
             for _ in range(6):  # traces and compiles (or loads from the cache)
                 call(step)
             out["traces"] = step.cache_info().traces
-            out["step_ms"] = _timeit(lambda: call(step).item(), cfg["time"])
+            out["step_ms"] = _timeit(lambda: call(step).item(), cfg["time"], clock)
             if step.cache_info().traces != out["traces"]:
                 out["retraced"] = step.cache_info().reasons
     else:
@@ -310,7 +314,7 @@ def _run_child(cfg: dict) -> dict:
                 return out
             out["compile_s"] = time.perf_counter() - t0
             fn = step
-        out["step_ms"] = _timeit(lambda: call(fn).item(), cfg["time"])
+        out["step_ms"] = _timeit(lambda: call(fn).item(), cfg["time"], clock)
     return out
 
 
@@ -353,6 +357,9 @@ def main():
     ap.add_argument("--tc-timeout", type=float, default=240)
     ap.add_argument("--no-torch-compile", action="store_true")
     ap.add_argument("--no-cold", action="store_true")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time the steps in CPU time (process_time) instead of wall time: "
+                         "steadier on a loaded machine, meant with --cores 1")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -367,7 +374,7 @@ def main():
     notes = []
     for one_core in modes:
         for model in models:
-            cfg = {"model": model, "time": args.time}
+            cfg = {"model": model, "time": args.time, "cpu_time": args.cpu_time}
             ours, theirs, tc, cmod = [], [], [], []
             for _ in range(args.rounds):
                 ours.append(_child(dict(cfg, what="tracec"), one_core))
