@@ -369,8 +369,8 @@ def main():
     modes = {"all": [False], "1": [True], "both": [False, True]}[args.cores]
     print(f"{'cores':<6}{'model':<7}{'tracec':>9}{'c(model)':>9}{'torch':>9}{'t.compile':>10}"
           f"{'torch/tracec':>14}{'torch/c(model)':>16}{'t.compile/tracec':>18}   (ms per "
-          f"step{' of CPU time' if args.cpu_time else ''}, medians of {args.rounds} rounds; c(model): tracec.compile(model), the "
-          f"rest of the step eager)", flush=True)
+          f"step{' of CPU time' if args.cpu_time else ''}, medians of {args.rounds} "
+          f"rounds; c(model): tracec.compile(model), the rest of the step eager)", flush=True)
     notes = []
     for one_core in modes:
         for model in models:
