@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tracec
+from tracec import blas_dot
 
 # (input shape, other shape): same shapes, tails of the 16-wide loop, a
 # broadcast input, a broadcast row, a column repeated along rows of 33 (a
@@ -169,6 +170,14 @@ def _lbfgs(lib, n, line_search):
     return x.detach().numpy().copy()
 
 
+#: where tracec models MKL's float32 sdot (Intel AVX-512: tracec.blas_dot);
+#: elsewhere PyTorch's dot rounds as that machine's MKL does, not modelled
+SDOT_MODELLED = blas_dot.modelled(tracec.ones(4), tracec.ones(4))
+needs_sdot = pytest.mark.skipif(not SDOT_MODELLED, reason="MKL's sdot is modelled on Intel "
+                                "AVX-512 processors only")
+
+
+@needs_sdot
 @pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
 def test_lbfgs_bit_equal_torch(line_search):
     # (strong Wolfe at n=40 differed in 37 of 40 elements before dot's rounding)
@@ -185,6 +194,7 @@ def _vectors(n, seed):
     return rng.randn(n).astype(np.float32), rng.randn(n).astype(np.float32)
 
 
+@needs_sdot
 @pytest.mark.parametrize("name", ["dot", "vdot", "inner", "matmul"])
 def test_dot_rounds_as_torch(name):
     for n in DOT_LENGTHS:
@@ -219,7 +229,10 @@ def test_dot_grads_and_compiled(n, backend):
     want = _dot_step(tx, ty)
     gx, gy = (tracec.tensor(v, requires_grad=True) for v in (a, b))
     got = (tracec.compile(_dot_step, backend=backend) if backend else _dot_step)(gx, gy)
-    assert got.item() == want.item()
+    if SDOT_MODELLED:
+        assert got.item() == want.item()
+    else:
+        assert got.item() == pytest.approx(want.item(), rel=1e-5, abs=1e-5)
     np.testing.assert_array_equal(gx.grad.numpy(), tx.grad.numpy())
     np.testing.assert_array_equal(gy.grad.numpy(), ty.grad.numpy())
 

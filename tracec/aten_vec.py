@@ -47,6 +47,20 @@ def _flags() -> frozenset:
     return frozenset()
 
 
+@functools.lru_cache(maxsize=None)
+def intel() -> bool:
+    """Whether the processor is Intel's (MKL takes its AVX-512 kernels only
+    there: on other vendors' processors its rounding is another)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip() == "GenuineIntel"
+    except OSError:
+        pass
+    return False
+
+
 def onednn_takes(dtype_name: str) -> bool:
     """Whether PyTorch's CPU convolution sends a ``dtype_name`` input
     ("float16" / "bfloat16") to oneDNN on this machine (its
