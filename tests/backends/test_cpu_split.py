@@ -88,30 +88,6 @@ def test_parts_link_into_one_library_with_the_serial_result(monkeypatch):
     assert fn(5) == (5 + 7) * 3 + ((5 + 7) << 2) + 1
 
 
-def test_optnone_functions_compile_apart_with_the_same_result():
-    """``split.separate``: the functions a predicate accepts (here: marked
-    ``optnone``, as a module's entries are) in a first part, the others in
-    a second; ``compile_llvm`` compiles the first without IR passes at
-    LLVM's O0 code generation, and the library computes what the whole
-    module does."""
-    text = _ir().replace("define i64 @t_entry(i64 %x) noinline nounwind {",
-                         "define i64 @t_entry(i64 %x) noinline nounwind optnone {")
-    parts = split.separate(text, codegen._unoptimized)
-    assert [set(_defined(p)) for p in parts] == [{"t_entry"},
-                                                {"t_k1", "t_k2", "t_k3", "t_helper"}]
-    assert re.search(r"^declare i64 @t_k2\(", parts[0], re.M)      # called across parts
-    assert re.search(r"^define i64 @t_k2\(", parts[1], re.M)
-    assert "@t_pool = global i64 7" in parts[0]
-    assert "@t_pool = external global i64" in parts[1]
-    assert split.separate(_ir(), codegen._unoptimized) == [_ir()]     # nothing is optnone
-    compiled = codegen._compile_parts(parts, want_asm=False, options=[codegen.STRAIGHT, {}],
-                                      threads=False)
-    assert compiled.codegen_opts == [0, 3] and "t_entry" in compiled.assembly()
-    tracker = runtime._link(compiled.object_code, ["t_entry"])
-    fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(tracker["t_entry"])
-    assert fn(5) == (5 + 7) * 3 + ((5 + 7) << 2) + 1
-
-
 def test_text_it_does_not_understand_stays_whole(monkeypatch):
     assert split.split_module(_ir(), 2) == [_ir()]    # too small to be worth a thread
     monkeypatch.setattr(split, "MIN_PART_LINES", 0)
@@ -165,15 +141,7 @@ def test_training_step_compiled_in_parts_equals_the_serial_compile(monkeypatch, 
     step2, losses2, params2 = _mlp_run(monkeypatch, 2)
     exe = step2._last.executable
     assert len(codegen.unpack_objects(exe.object_code)) == 2     # it was split
-    # Serially: the optnone functions (entries) apart, at LLVM's O0 code
-    # generation, and the kernels at O3 (codegen.STRAIGHT).
-    serial = step1._last.executable
-    assert len(codegen.unpack_objects(serial.object_code)) == 2
-    first = serial.stage("llvm").split("; ---- part 2 of 2 ----")[0]
-    groups = dict(re.findall(r"^attributes (#\d+) = \{(.*)\}", first, re.M))
-    defines = re.findall(r'^define [^@]*@"?([\w.]+)"?\(.*\) (#\d+)', first, re.M)
-    assert {n for n, _ in defines} >= {serial.signature["entry"], serial.signature["entry_py"]}
-    assert all("optnone" in groups[g] for _, g in defines), (defines, groups)
+    assert len(codegen.unpack_objects(step1._last.executable.object_code)) == 1
     np.testing.assert_allclose(losses2, losses1, rtol=1e-6)
     for a, b in zip(params2, params1):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)

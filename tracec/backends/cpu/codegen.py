@@ -246,7 +246,7 @@ class Compiled:
     in parts: ``split.py``); ``parts`` holds each part's optimized text."""
 
     def __init__(self, llvm_ir: str, object_code: bytes, asm: str | None,
-                 parts: list[str] | None = None, codegen_opts: list[int] | None = None):
+                 parts: list[str] | None = None):
         # The text, not the llvmlite module: a module kept past its compile
         # can outlive its LLVMContext's wrapper and crash when collected.
         # (Printing it costs ~4 ms for a training step.)
@@ -254,13 +254,11 @@ class Compiled:
         self.object_code = object_code
         self.asm = asm
         self.parts = parts or [llvm_ir]
-        #: each part's code generation level (``_compile_part``'s ``codegen_opt``)
-        self.codegen_opts = codegen_opts or [3] * len(self.parts)
 
     def assembly(self) -> str:
         """Assembly of the optimized module (a second code generation)."""
         if self.asm is None:
-            self.asm = "\n".join(assembly(p, o) for p, o in zip(self.parts, self.codegen_opts))
+            self.asm = "\n".join(assembly(p) for p in self.parts)
         return self.asm
 
 
@@ -391,16 +389,6 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
                            f"compiling it whole")
     if concurrent:
         return _compile_parts([text], want_asm, verify)
-    if straight:
-        from tracec.backends.cpu.split import separate
-        parts = separate(text, _unoptimized)
-        if len(parts) > 1:
-            try:
-                return _compile_parts(parts, want_asm, verify, options=[STRAIGHT, {}],
-                                      threads=False)
-            except RuntimeError as e:   # LLVM refused a part: compile the module whole
-                _warn_once(f"tracec: compiling a module's optnone functions apart failed "
-                           f"({e}); compiling it whole")
     with _lock:  # one compile at a time per target machine
         mod = lb.parse_assembly(text, context=lb.create_context())
         if verify:
@@ -460,44 +448,23 @@ def _unlocked(name: str):
     return getattr(fn, "_cfn", fn)
 
 
-#: ``_compile_part``'s options for a module's ``optnone`` functions (its
-#: entries, small kernels, the thread-pool helpers), compiled apart from its
-#: kernels: no IR pipeline (it would skip them anyway) and code generation
-#: at LLVM's O0 (FastISel and the fast register allocator; at O3 the
-#: greedy allocator and the other machine passes still ran on them).  An
-#: entry is one long block of pointer arithmetic and kernel calls, run once
-#: per step: the 2-block transformer step's (1,155 lines) took 17.6 ms of
-#: code generation at O3, 4.9 at O0; the optnone functions of the
-#: 784-512-512-10 and transformer steps 25 -> 14 and 47 -> 22 ms (one
-#: core, each compiled alone).
-STRAIGHT = {"speed": None, "codegen_opt": 0}
-
-
-def _unoptimized(header: str) -> bool:
-    """Whether a function's ``define`` line marks it ``optnone``."""
-    return re.search(r"\boptnone\b", header) is not None
-
-
 def _compile_part(text: str, t, want_asm: bool, verify: bool = False,
-                  speed: int | None = 3,
-                  codegen_opt: int = 3) -> tuple[str, bytes, str | None]:
-    """Optimize and emit one part on the calling thread, with a target
-    machine of its own (a target machine is not shared between threads).
-    ``speed``: LLVM's IR pipeline level (``_pass_builder``; None: no IR
-    passes); ``codegen_opt``: the code generator's level."""
+                  speed: int = 3) -> tuple[str, bytes, str | None]:
+    """Optimize (LLVM's IR pipeline at ``speed``: ``_pass_builder``) and
+    emit one part on the calling thread, with a target machine of its own
+    (a target machine is not shared between threads)."""
     import llvmlite.binding as lb
     from llvmlite.binding import ffi
     triple, cpu, feats = t
     tm = lb.Target.from_triple(triple).create_target_machine(
-        cpu=cpu, features=machine_features(triple, feats), opt=codegen_opt, reloc="pic",
+        cpu=cpu, features=machine_features(triple, feats), opt=3, reloc="pic",
         codemodel="default")
     mod = lb.parse_assembly(text, context=lb.create_context())
     try:
         if verify:
             mod.verify()
-        if speed is not None:
-            pb = _pass_builder(tm, speed)
-            _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
+        pb = _pass_builder(tm, speed)
+        _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
         with ffi.OutputString() as err:
             buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)
             if not buf:
@@ -515,30 +482,24 @@ def _compile_part(text: str, t, want_asm: bool, verify: bool = False,
         mod.close()
 
 
-def _compile_parts(parts: list[str], want_asm: bool, verify: bool = False,
-                   options: list[dict] | None = None, threads: bool = True) -> Compiled:
-    """Each part on a thread of its own (the first on this one), or all on
-    this one (``threads`` False); ``options``: each part's keyword
-    arguments of ``_compile_part`` (O3 where not given)."""
+def _compile_parts(parts: list[str], want_asm: bool, verify: bool = False) -> Compiled:
+    """Each part on a thread of its own (the first on this one)."""
     _init()
     t = target()
     results: list = [None] * len(parts)
 
     def work(i):
         try:
-            results[i] = _compile_part(parts[i], t, want_asm, verify,
-                                       **(options[i] if options else {}))
+            results[i] = _compile_part(parts[i], t, want_asm, verify)
         except BaseException as e:  # re-raised on the calling thread, without
             results[i] = e.with_traceback(None)   # this thread's frames (LLVM objects)
 
-    helpers = [threading.Thread(target=work, args=(i,), daemon=True,
-                                name=f"tracec-compile-{i}")
-               for i in range(1, len(parts))] if threads else []
-    for th in helpers:
+    threads = [threading.Thread(target=work, args=(i,), daemon=True,
+                                name=f"tracec-compile-{i}") for i in range(1, len(parts))]
+    for th in threads:
         th.start()
-    for i in range(1 if threads else len(parts)):
-        work(i)
-    for th in helpers:
+    work(0)
+    for th in threads:
         th.join()
     error = next((r for r in results if isinstance(r, BaseException)), None)
     if error is not None:
@@ -553,9 +514,7 @@ def _compile_parts(parts: list[str], want_asm: bool, verify: bool = False,
     llvm_ir = "".join(f"; ---- part {i + 1} of {len(texts)} ----\n{x}"
                       for i, x in enumerate(texts))
     asm = "\n".join(r[2] for r in results) if want_asm else None
-    return Compiled(llvm_ir, pack_objects([r[1] for r in results]), asm, parts=texts,
-                    codegen_opts=[(o or {}).get("codegen_opt", 3)
-                                  for o in (options or [{}] * len(parts))])
+    return Compiled(llvm_ir, pack_objects([r[1] for r in results]), asm, parts=texts)
 
 
 def _splice(text: str, helpers: dict[str, str]) -> str:
@@ -568,16 +527,9 @@ def _splice(text: str, helpers: dict[str, str]) -> str:
     return text
 
 
-def assembly(llvm_ir: str, codegen_opt: int = 3) -> str:
-    """Assembly for optimized LLVM IR text (the "asm" stage on demand),
-    generated at ``codegen_opt`` as its object code was."""
+def assembly(llvm_ir: str) -> str:
+    """Assembly for optimized LLVM IR text (the "asm" stage on demand)."""
     import llvmlite.binding as lb
-    if codegen_opt != 3:
-        triple, cpu, feats = target()
-        tm = lb.Target.from_triple(triple).create_target_machine(
-            cpu=cpu, features=machine_features(triple, feats), opt=codegen_opt, reloc="pic",
-            codemodel="default")
-        return tm.emit_assembly(lb.parse_assembly(llvm_ir, context=lb.create_context()))
     with _lock:
         return target_machine().emit_assembly(lb.parse_assembly(llvm_ir,
                                                                 context=lb.create_context()))

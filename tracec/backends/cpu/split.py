@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_module", "separate", "SMALL"]
+__all__ = ["split_module", "SMALL"]
 
 #: Internal functions of at most this many lines that several functions
 #: reference are copied into every part that needs them.
@@ -110,73 +110,36 @@ def _declaration(fn: _Function) -> str:
     return "declare " + _LINKAGE.sub("", rest, count=1).strip()
 
 
-class _Module:
-    """A parsed module: its functions, what each references and is
-    referenced by, its roots (non-internal functions) and the shared
-    helpers (``_shared_helpers``) a part copies."""
-
-    def __init__(self, top, funcs, globals_):
-        self.top, self.funcs, self.globals_ = top, funcs, globals_
-        self.by_name = {f.name: f for f in funcs}
-        self.referrers: dict[str, set[str]] = {f.name: set() for f in funcs}
-        for f in funcs:
-            for line in f.lines[1:]:
-                for r in _REF.findall(line):
-                    r = _unquote(r)
-                    if (r in self.by_name and r != f.name) or r in globals_:
-                        f.refs.add(r)
-            for r in f.refs:
-                if r in self.referrers:
-                    self.referrers[r].add(f.name)
-        self.roots = {f.name for f in funcs if not f.internal}
-        self.shared = _shared_helpers(funcs, self.by_name, self.referrers, self.roots)
-
-
-def _analyse(text: str) -> _Module | None:
-    parsed = _parse(text)
-    if parsed is None:
-        return None
-    top, funcs = parsed
-    globals_: dict[str, re.Match] = {}
-    for line in top:
-        if line.startswith("@"):
-            m = _GLOBAL.match(line)
-            if m is None or "@" in line[m.end():]:   # an initializer naming a symbol
-                return None
-            globals_[_unquote(m.group(1))] = m
-    return _Module(top, funcs, globals_)
-
-
-def separate(text: str, first) -> list[str]:
-    """Two module texts, the functions ``first(header)`` accepts (a
-    function's ``define`` line) and the others, that together define what
-    ``text`` does, with the invariants of ``split_module``'s parts (shared
-    helpers copied, a function referenced from the other part external,
-    globals defined in the first); ``[text]`` when either would be empty
-    or the text is not one this module reads."""
-    mod = _analyse(text)
-    if mod is None:
-        return [text]
-    bins = [[], []]
-    for f in mod.funcs:
-        if f.name not in mod.shared:
-            bins[0 if first(f.header) else 1].append(f.name)
-    if not bins[0] or not bins[1]:
-        return [text]
-    return _parts(mod, bins)
-
-
 def split_module(text: str, n: int) -> list[str]:
     """Up to ``n`` module texts that together define what ``text`` does
     (see the module docstring); ``[text]`` when splitting is not possible
     or not worth it."""
     if n < 2:
         return [text]
-    mod = _analyse(text)
-    if mod is None:
+    parsed = _parse(text)
+    if parsed is None:
         return [text]
-    funcs, by_name, referrers = mod.funcs, mod.by_name, mod.referrers
-    roots, shared = mod.roots, mod.shared
+    top, funcs = parsed
+    by_name = {f.name: f for f in funcs}
+    globals_: dict[str, re.Match] = {}
+    for line in top:
+        if line.startswith("@"):
+            m = _GLOBAL.match(line)
+            if m is None or "@" in line[m.end():]:   # an initializer naming a symbol
+                return [text]
+            globals_[_unquote(m.group(1))] = m
+    referrers: dict[str, set[str]] = {f.name: set() for f in funcs}
+    for f in funcs:
+        for line in f.lines[1:]:
+            for r in _REF.findall(line):
+                r = _unquote(r)
+                if (r in by_name and r != f.name) or r in globals_:
+                    f.refs.add(r)
+        for r in f.refs:
+            if r in referrers:
+                referrers[r].add(f.name)
+    roots = {f.name for f in funcs if not f.internal}
+    shared = _shared_helpers(funcs, by_name, referrers, roots)
 
     # Functions that reference each other (roots and shared helpers aside)
     # form a cluster, which one part compiles.
@@ -216,14 +179,7 @@ def split_module(text: str, n: int) -> list[str]:
     bins = [b for b in bins if b]
     if len(bins) < 2:
         return [text]
-    return _parts(mod, bins)
 
-
-def _parts(mod: _Module, bins: list[list[str]]) -> list[str]:
-    """The module text of each bin of function names (every function not a
-    shared helper in exactly one), the first defining the globals."""
-    top, funcs, by_name, globals_, shared = mod.top, mod.funcs, mod.by_name, mod.globals_, \
-        mod.shared
     home = {name: i for i, b in enumerate(bins) for name in b}
     defined = []
     for b in bins:
