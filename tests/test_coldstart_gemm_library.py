@@ -41,11 +41,11 @@ import tracec
 from tracec.backends.cpu import codegen
 modules = []
 real = codegen._compile_part
-def counted(text, t, want_asm, verify=False):
+def counted(text, t, want_asm, verify=False, **options):
     names = re.findall(r'^define [^@]*@"?(tracec_gemmlib_\w+)', text, re.M)
     if names:
         modules.append(names)
-    return real(text, t, want_asm, verify)
+    return real(text, t, want_asm, verify, **options)
 codegen._compile_part = counted
 rng = np.random.default_rng(0)
 digest = hashlib.sha256()
@@ -95,9 +95,9 @@ import tracec
 from tracec.backends.cpu import codegen
 compiled = []
 real = codegen._compile_part
-def counted(text, t, want_asm, verify=False):
+def counted(text, t, want_asm, verify=False, **options):
     compiled.extend(re.findall(r'^define [^@]*@"?tracec_gemmlib_(\w+)', text, re.M))
-    return real(text, t, want_asm, verify)
+    return real(text, t, want_asm, verify, **options)
 codegen._compile_part = counted
 f = tracec.compile((lambda a, b: a @ b.t()) if sys.argv[1] == "nt" else (lambda a, b: a @ b),
                    backend="cpu")

@@ -552,9 +552,9 @@ def build(*args):
     if b is not None:
         builders.append(threading.current_thread().name)
     return b
-def part(text, t, want_asm, verify=False):
+def part(text, t, want_asm, verify=False, **options):
     compiled.extend(re.findall(r'^define [^@]*@"?(\w+)', text, re.M))
-    return real_part(text, t, want_asm, verify)
+    return real_part(text, t, want_asm, verify, **options)
 gemm_lib._start, codegen._compile_part = build, part
 f = tracec.compile(lambda a, b: a @ b, backend="cpu")
 a, b = tracec.randn(96, 80), tracec.randn(80, 112)

@@ -335,7 +335,9 @@ def _splat_constant(op):
 def _absorb_broadcast(op):
     """``f(broadcast_to(y), z) -> f(y, z)`` when implicit broadcasting of the
     elementwise op already gives the same result shape."""
-    if PRIMITIVES[ir.primitive_name(op)].kind != "elementwise" or len(op.operands) < 2:
+    # (tried on every primitive op at every walk: the cheap test first)
+    if not any(_prim(v) == "broadcast_to" for v in op.operands) or len(op.operands) < 2 or \
+            PRIMITIVES[ir.primitive_name(op)].kind != "elementwise":
         return None
     shapes = [ir.shape_of(v.type) for v in op.operands]
     out = ir.shape_of(op.results[0].type)
@@ -355,6 +357,10 @@ def _absorb_broadcast(op):
 
 def _fold_splats(op):
     """An elementwise op of splats is a splat: fold it on 0-d arrays."""
+    # (a splat is a constant or a broadcast: the cheap test first)
+    if not all(isinstance(v.owner, ir.ConstantOp) or _prim(v) == "broadcast_to"
+               for v in op.operands):
+        return None
     prim = PRIMITIVES[ir.primitive_name(op)]
     if prim.kind != "elementwise" or not op.results[0].type.get_shape():
         return None  # 0-d results: ``_fold`` makes them one constant
@@ -390,6 +396,8 @@ def _run_impl(prim, arrays, params):
 
 def _fold(op):
     """All operands constant and a small result: run the primitive's impl."""
+    if not all(isinstance(v.owner, ir.ConstantOp) for v in op.operands):
+        return None     # (the cheap test first: this rule is tried on every op)
     name = ir.primitive_name(op)
     prim = PRIMITIVES[name]
     # Random draws and collectives (which every rank must run) never fold;

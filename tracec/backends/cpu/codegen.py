@@ -424,9 +424,9 @@ def _warn_once(message: str) -> None:
     warnings.warn(message, stacklevel=3)
 
 
-def _pass_builder(tm):
+def _pass_builder(tm, speed: int = 3):
     import llvmlite.binding as lb
-    pto = lb.create_pipeline_tuning_options(speed_level=3)
+    pto = lb.create_pipeline_tuning_options(speed_level=speed)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     pto.loop_interleaving = True
@@ -448,10 +448,11 @@ def _unlocked(name: str):
     return getattr(fn, "_cfn", fn)
 
 
-def _compile_part(text: str, t, want_asm: bool,
-                  verify: bool = False) -> tuple[str, bytes, str | None]:
-    """Optimize and emit one part on the calling thread, with a target
-    machine of its own (a target machine is not shared between threads)."""
+def _compile_part(text: str, t, want_asm: bool, verify: bool = False,
+                  speed: int = 3) -> tuple[str, bytes, str | None]:
+    """Optimize (LLVM's IR pipeline at ``speed``: ``_pass_builder``) and
+    emit one part on the calling thread, with a target machine of its own
+    (a target machine is not shared between threads)."""
     import llvmlite.binding as lb
     from llvmlite.binding import ffi
     triple, cpu, feats = t
@@ -462,7 +463,7 @@ def _compile_part(text: str, t, want_asm: bool,
     try:
         if verify:
             mod.verify()
-        pb = _pass_builder(tm)
+        pb = _pass_builder(tm, speed)
         _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
         with ffi.OutputString() as err:
             buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)

@@ -70,6 +70,23 @@ __all__ = ["declare", "flush", "addresses", "object_code", "symbol", "routines"]
 # code: loading cached code must not pay for those imports.)
 _KINDS = ("run", "block")
 _PREFIX = "tracec_gemmlib_"
+#: LLVM's optimization pipeline for the library (``speed_level``; code
+#: generation stays at O3).  O2, not the modules' O3: the routines are
+#: vectorized by hand, and O3's extra passes (non-trivial loop unswitching
+#: of the packs' remainder tests, argument promotion...) cost ~20% of the
+#: library's LLVM time (its 11 functions a 784-512-512-10 step builds:
+#: 169 -> 135 ms, one core) for no measured speed: ``gemm_small``'s code is
+#: the same, the micro-kernel's differs in register allocation only, and
+#: products through every routine (nn, nt, tn, short, tiny) ran as fast
+#: (one core, min of 7 x 200 calls, medians of 3-4 alternated processes, O3 vs O2:
+#: ``[256,512]@[512,512]`` 808 vs 786 us, ``^T`` 781 vs 794,
+#: ``[256,512]^T@`` 823 vs 811, ``[32,512]@[512,512]`` 118 vs 124,
+#: ``[32,784]^T@[32,512]`` 161 vs 159, ``[256,10]^T@[256,64]`` 7.3 vs 7.3;
+#: the whole 784-512-512-10 SGD step, one core, min of 7 x 100 steps, 18
+#: pairs of processes in ABBA order: O2 faster in 15, medians of the three
+#: rounds (O2 vs O3) 1229 vs 1271, 1247 vs 1242, 1232 vs 1272 us; rounds not in ABBA
+#: order leaned whichever way the order did).
+SPEED = 2
 _LAYOUTS = ((False, False), (False, True), (True, False), (True, True))
 
 
@@ -384,7 +401,7 @@ def _task(t, fs: list, text: str, build: _Build):
     def run():
         from tracec.backends.cpu import codegen
         try:
-            obj = codegen._compile_part(text, t, False)[1]
+            obj = codegen._compile_part(text, t, False, speed=SPEED)[1]
             disk = _disk()
             if disk is not None:
                 try:

@@ -15,7 +15,12 @@ however small.
 ``i32 @<prefix>run_for(ptr chunk, ptr ctx, i64 n, i64 align, i64 nthreads)``
 is emitted once per module, as LLVM IR text (``RUN_FOR``; it calls through
 pointers, which the ``llvm`` dialect converter cannot express; ``codegen``
-puts it in place of its declaration).  When the exported global
+puts it in place of its declaration).  It, its thread start routine and the
+``chunk_m`` helpers are ``optnone`` (no IR optimization, FastISel): they
+run a few dozen scalar instructions per kernel call or chunk, next to a
+pool dispatch of microseconds, and at O3 they were ~12% of a small
+module's LLVM time (the 784-512-512-10 step's 33 functions: 86 -> 76 ms,
+one core; ``run_for`` alone ~11 ms, as much as the largest kernel).  When the exported global
 ``<prefix>run_for_pool`` (named by ``signature["pool_slot"]``) holds the
 address of the process's worker pool (``pool.py``: ``tracec_pool_for``; the
 runtime sets it after loading the object), it hands the range to the pool:
@@ -44,7 +49,7 @@ CHUNKS_PER_THREAD = 4
 RUN_FOR = r"""
 @NAME_pool = global ptr null, align 8
 
-define internal ptr @NAME_start(ptr %t) nounwind {
+define internal ptr @NAME_start(ptr %t) noinline nounwind optnone {
   %fn = load ptr, ptr %t, align 8
   %p1 = getelementptr i64, ptr %t, i64 1
   %ctx = load ptr, ptr %p1, align 8
@@ -59,7 +64,7 @@ define internal ptr @NAME_start(ptr %t) nounwind {
   ret ptr null
 }
 
-define internal i32 @NAME(ptr %fn, ptr %ctx, i64 %n, i64 %align, i64 %nthreads) nounwind {
+define internal i32 @NAME(ptr %fn, ptr %ctx, i64 %n, i64 %align, i64 %nthreads) noinline nounwind optnone {
 entry:
   %tpos = icmp sgt i64 %nthreads, 1
   %t1 = select i1 %tpos, i64 %nthreads, i64 1
@@ -179,7 +184,7 @@ def _run_for(mb: ModuleBuilder) -> str:
 #: ``@NAME(ptr ctx, i64 lo, i64 hi)``: ``ctx[0]`` the kernel, ``ctx[1..M]`` its
 #: pointer arguments (lines ARGS), called over ``[lo, hi)``.
 CHUNK = r"""
-define internal i32 @NAME(ptr %ctx, i64 %lo, i64 %hi) nounwind {
+define internal i32 @NAME(ptr %ctx, i64 %lo, i64 %hi) noinline nounwind optnone {
   %fn = load ptr, ptr %ctx, align 8
 ARGS
   %r = call i32 %fn(CALLARGS i64 %lo, i64 %hi)
