@@ -10,9 +10,12 @@ decomposition written from scratch (einsum, bmm per edge, index_add_
 aggregation with 1 / c_{i,r}), Implicit Quantile Networks (cosine tau
 embedding, quantile Huber loss, soft target updates), shirgur/PointerNet
 learning to sort, facebookresearch's Poincare embeddings (a custom
-autograd.Function distance, Riemannian SGD as an Optimizer, float64), and
+autograd.Function distance, Riemannian SGD as an Optimizer, float64),
 salesforce's QRNN language model (ForgetMult, window-2 convolution,
-truncated BPTT).
+truncated BPTT), chingyaoc's Gated Graph Neural Network (AttrProxy, the
+in / out adjacency bmm, GRU-style propagation) and GRU4Rec
+(session-parallel batches, hidden rows of ended sessions zeroed, TOP1 and
+BPR losses over in-batch negatives, recall / MRR@5).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled step against the same
@@ -21,7 +24,8 @@ tracec.compile, as its published attention does ``if len(att[mask]) > 0``
 (a graph break in torch.compile; tracec says so).  Its losses drift from
 PyTorch's in the last float32 digit from the third step (summation order
 in the LSTM and attention), within the comparison's tolerance after 120
-Adam steps.
+Adam steps; the GGNN's likewise from its first step (one ulp), 2e-4 at
+its tenth epoch, inside the tolerance.
 """
 import pathlib
 
@@ -33,7 +37,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs30"
 
 CASES = ["transformer_translation.py", "dcn_v2_ctr.py", "lightgcn_bpr.py", "rgcn_basis.py",
-         "iqn_quantile.py", "pointer_network_sort.py", "qrnn_lm.py",
+         "iqn_quantile.py", "pointer_network_sort.py", "qrnn_lm.py", "ggnn_babi.py",
+         "gru4rec_session.py",
          # last: it sets the default dtype to float64 for the rest of the
          # torch driver's process, which runs the programs in this order
          "poincare_embeddings.py"]
