@@ -18,7 +18,6 @@ import copy
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 rng = np.random.RandomState(0)
 torch.manual_seed(0)
