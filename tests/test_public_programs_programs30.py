@@ -3,7 +3,9 @@ sequence models, recommendation, graphs and reinforcement learning, written
 for these tests after public code (the source each follows is named in its
 header): PyTorch's "Language Translation with nn.Transformer" tutorial
 (Seq2SeqTransformer, create_mask, greedy_decode), DeepCTR-Torch's Deep &
-Cross Network (CrossNet vector / matrix, DCN-Mix's low-rank experts),
+Cross Network (CrossNet vector / matrix, DCN-Mix's low-rank experts) and
+AutoInt (InteractingLayer: tensordot projections, heads by split / stack,
+einsum scores, residual),
 LightGCN with the BPR loss (torch.sparse.mm propagation over the
 normalised bipartite adjacency, Recall / NDCG@K), an R-GCN with basis
 decomposition written from scratch (einsum, bmm per edge, index_add_
@@ -38,7 +40,7 @@ PROGS = ROOT / "tests" / "programs" / "programs30"
 
 CASES = ["transformer_translation.py", "dcn_v2_ctr.py", "lightgcn_bpr.py", "rgcn_basis.py",
          "iqn_quantile.py", "pointer_network_sort.py", "qrnn_lm.py", "ggnn_babi.py",
-         "gru4rec_session.py",
+         "gru4rec_session.py", "autoint_ctr.py",
          # last: it sets the default dtype to float64 for the rest of the
          # torch driver's process, which runs the programs in this order
          "poincare_embeddings.py"]
