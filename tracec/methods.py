@@ -295,7 +295,7 @@ def _inplace_direct(name, self, args, kwargs):
         return False
     _write_direct(_DIRECT_UFUNC[name], a, b, alpha, d)
     self._vbox[0] += 1
-    if self._view_chain:
+    if self._view_chain and "_no_grad_leaf" not in self.__dict__:   # (see Tensor._inplace)
         self._view_version = self._vbox[0]
     return True
 

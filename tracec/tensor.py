@@ -1105,8 +1105,10 @@ class Tensor:
         if functional and root is not None:
             self._rebase_view(root, new)
         self._write_data(new, op)
-        if root is not None:
-            self._view_version = self._vbox[0]  # its node is the fresh one
+        if root is not None and "_no_grad_leaf" not in self.__dict__:
+            # its node is the fresh one (a no_grad view stays stale: used in
+            # grad mode after the write, _refresh_view refuses it as PyTorch)
+            self._view_version = self._vbox[0]
         if functional and root is None and (self._node is not None or new.requires_grad):
             # A non-leaf (or a leaf written with a value that requires grad)
             # takes the new value's place in the graph; a leaf stays a leaf.
@@ -1174,6 +1176,16 @@ class Tensor:
         grad_mode = graph.is_grad_enabled()
         if SPECIALIZE_ON_REPLAY and RECORDERS:
             view_replayed(self._view_chain)   # (see _rebase_view)
+        if grad_mode and self.__dict__.get("_no_grad_leaf"):
+            # PyTorch's NO_GRAD_MODE view whose storage changed: regenerating
+            # its grad_fn would be ambiguous, so it is refused
+            raise RuntimeError(
+                "A view was created in no_grad mode and its base or another view of its base "
+                "has been modified inplace with grad mode enabled. Given that this use case is "
+                "ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+                "both the view and the inplace either both inside the no_grad block (if you "
+                "don't want the inplace to be tracked) or both outside (if you want the inplace "
+                "to be tracked).")
         if RECORDERS or (grad_mode and root.requires_grad):
             view = root
             for prim, params, _ in self._view_chain:
@@ -1445,6 +1457,12 @@ def _link_view(out: Tensor, prim, params, src: Tensor, src_data: np.ndarray) -> 
     if not graph.is_grad_enabled():
         if not INFERENCE[0] and _differentiable(out):
             out._no_grad_view = True    # (_check_inplace: PyTorch's NO_GRAD_MODE views)
+            if src.requires_grad:
+                # PyTorch: a view keeps its base's requires_grad even when
+                # made under no_grad, as a leaf without grad_fn whose
+                # gradient reaches neither it nor its base (_accumulate)
+                out.requires_grad = True
+                out._no_grad_leaf = True
     elif src._view_chain and src.__dict__.get("_no_grad_view") is not None:
         # a view of one made with grad mode on: PyTorch names its node when
         # it has one (its root requires grad)

@@ -148,6 +148,8 @@ def _accumulate(create_graph):
     functional = create_graph or RECORDING_BACKWARD[0] > 0
 
     def acc(leaf: Tensor, g: Tensor, sparse: bool = False):
+        if "_no_grad_leaf" in leaf.__dict__:
+            return      # (a view made under no_grad: PyTorch keeps no gradient for it)
         # ``sparse``: g is what PyTorch's engine would hand over as a sparse
         # tensor (only sparse=True lookups contributed); its AccumulateGrad
         # keeps the gradient sparse only while every addition is sparse
