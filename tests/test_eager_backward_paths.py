@@ -13,6 +13,7 @@ import pytest
 import tracec
 from tracec.tensor import GRAD_HOOKS
 from tracec.ops import iter_layout as il
+from _compiled_check import assert_step_matches_eager
 
 torch = pytest.importorskip("torch")
 
@@ -141,3 +142,27 @@ def test_plain_sum_as_torch(make):
 def test_sum_of_a_non_tensor_names_it():
     with pytest.raises(TypeError, match="sum"):
         tracec.sum("abc")
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_compiled_step_as_eager_and_torch(backend):
+    # the same step (x.sum(), a scalar times an operand, accumulation over
+    # two backwards) compiled: equal to eager, whose gradient equals torch's
+    rng = np.random.default_rng(2)
+    w_np = rng.standard_normal((4, 3)).astype(np.float32)
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(2)]
+    w = tracec.tensor(w_np, requires_grad=True)
+
+    def step(x):
+        loss = (tracec.tensor(x) @ w * 2.0).relu().sum()
+        loss.backward()
+        (w * 3.0).sum().backward()
+        return loss
+
+    assert_step_matches_eager(step, w, xs, backend)
+    tw = torch.tensor(w_np, requires_grad=True)
+    (torch.tensor(xs[0]) @ tw * 2.0).relu().sum().backward()
+    (tw * 3.0).sum().backward()
+    w.grad = None
+    step(xs[0])
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-6)
