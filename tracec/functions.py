@@ -1194,10 +1194,12 @@ def _keep(x, y, axes, keepdim):
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
-    w = dispatching_operand(input, dim, keepdim)
-    if w is not None:
-        return w.__tracec_dispatch__(sum, (input, dim, keepdim), {"dtype": dtype})
-    input = _operand(input, "sum")
+    if input.__class__ is not Tensor or dim is not None or keepdim is not False:
+        # (``x.sum()``, the common call, has no wrapper or other operand to convert)
+        w = dispatching_operand(input, dim, keepdim)
+        if w is not None:
+            return w.__tracec_dispatch__(sum, (input, dim, keepdim), {"dtype": dtype})
+        input = _operand(input, "sum")
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
     elif input.dtype.category < 2 and input.dtype is not dt.int64:

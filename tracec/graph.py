@@ -870,6 +870,11 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     ready = [e for e, _ in start if deps.get(id(e), 0) == 0]
     leaves_ready: collections.deque = collections.deque()
     done = set()
+    # The hook tables' own dicts, for a truth test per node without a call
+    # of WeakKeyDictionary.__len__ / WeakSet.__contains__ (a table that is
+    # not empty, dead entries aside, is still looked up as before).
+    pre_table, post_table = NODE_PRE_HOOKS.data, NODE_POST_HOOKS.data
+    sparse_table = SPARSE_GRAD_NODES.data
     prev_mode = is_grad_enabled()
     _set_grad(create_graph)
     GRAPH_TASKS.append(GraphTask(seen if needed is None else needed, needed is not None,
@@ -893,10 +898,10 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                 if capture is not None and id(node) in capture:
                     captured[capture[id(node)]] = g
                     continue
-                if NODE_PRE_HOOKS and node in NODE_PRE_HOOKS:
+                if pre_table and node in NODE_PRE_HOOKS:
                     g = run_pre_hooks(NODE_PRE_HOOKS[node], node, g)
                 accumulate(node.variable, g, id(node) not in dense_into)
-                if NODE_POST_HOOKS and node in NODE_POST_HOOKS:
+                if post_table and node in NODE_POST_HOOKS:
                     run_post_hooks(NODE_POST_HOOKS[node], node, (), g)
                 continue
             for h in node.pre_hooks or ():
@@ -908,12 +913,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                     continue
             elif needed is not None and id(node) not in needed:
                 continue
-            if NODE_PRE_HOOKS:
+            if pre_table:
                 pre = NODE_PRE_HOOKS.get(node)
                 if pre:
                     g = run_pre_hooks(pre, node, g)
             grads_in = node.apply(g)
-            if NODE_POST_HOOKS:
+            if post_table:
                 post = NODE_POST_HOOKS.get(node)
                 if post:
                     grads_in = run_post_hooks(post, node, grads_in, g)
@@ -923,7 +928,8 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                 if child is None or (needed is not None and id(child) not in needed):
                     continue
                 if gi is not None:
-                    if type(child) is AccumulateGrad and node not in SPARSE_GRAD_NODES:
+                    if type(child) is AccumulateGrad and not (sparse_table and
+                                                              node in SPARSE_GRAD_NODES):
                         dense_into.add(id(child))
                     if id(child) in pending:
                         pending[id(child)] = (child, pending[id(child)][1] + gi)

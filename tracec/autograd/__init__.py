@@ -20,7 +20,7 @@ from tracec import dtypes as dt
 from tracec import graph as _engine
 from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from tracec.graph_hooks import checkpoint_valid as _is_checkpoint_valid  # noqa: F401
-from tracec.tensor import RECORDERS, Tensor
+from tracec.tensor import GRAD_HOOKS, RECORDERS, Tensor
 from tracec.wrapper_dispatch import dispatching_operand
 from tracec.autograd.function_transforms import check_under_transforms, is_user_function
 from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks
@@ -153,6 +153,8 @@ def _accumulate(create_graph):
         # ``sparse``: g is what PyTorch's engine would hand over as a sparse
         # tensor (only sparse=True lookups contributed); its AccumulateGrad
         # keeps the gradient sparse only while every addition is sparse
+        if not functional and not create_graph and not GRAD_HOOKS and leaf._node is None:
+            return _acc_plain(leaf, g, sparse)
         was_sparse = leaf.grad is not None and not known_dense(leaf.grad)
         fresh = leaf.grad is None
         if g.dtype is not leaf.dtype:
@@ -182,6 +184,34 @@ def _accumulate(create_graph):
         if POST_ACCUMULATE_HOOKS:
             run_post_accumulate_hooks(leaf)
     return acc
+
+
+def _acc_plain(leaf: Tensor, g: Tensor, sparse: bool) -> None:
+    """``acc``'s work in the common case, that of a plain backward: no
+    graph of the gradient (``create_graph``) or recording of this backward,
+    and nothing observing ``.grad`` (``GRAD_HOOKS``), whose reads on a leaf
+    (``_node`` None: no non-leaf warning) are then reads of ``_grad``.  The
+    same steps as ``acc``'s general path, without the property calls and
+    the grad-mode switch around a NumPy in-place add."""
+    grad = leaf._grad
+    sparse_leaf = getattr(leaf, "_tracec_sparse_grad", False)
+    was_sparse = sparse_leaf and grad is not None and not known_dense(grad)
+    if g.dtype is not leaf.dtype:
+        g = g.to(leaf.dtype)
+    if tuple(g.shape) != tuple(leaf.shape):
+        g = g.expand(*leaf.shape)
+    if grad is None:
+        leaf.grad = g if g.is_meta else Tensor._make(_grad_copy(g._data, leaf._data), g.dtype)
+    else:
+        grad._data += g._data
+        grad._vbox[0] += 1
+    if sparse_leaf and not leaf._grad.is_meta:
+        if sparse and (grad is None or was_sparse):
+            _mark_sparse_grad(leaf._grad)
+        else:
+            _unmark_sparse(leaf._grad)
+    if POST_ACCUMULATE_HOOKS:
+        run_post_accumulate_hooks(leaf)
 
 
 def _inputs_list(inputs, fn: str) -> list:

@@ -97,4 +97,13 @@ def relayout(out, operands):
     if len(arrays) < 2 or all(a.flags.c_contiguous for a in arrays):
         return out
     shape = out.shape
+    # (the common case in backward: a cotangent expanded from a scalar
+    # times row-major operands.  An operand with every stride 0 never
+    # decides ``_perm``'s order, and a row-major one of ``out``'s own shape
+    # without size-one dimensions keeps it row-major; a row-major ``out``
+    # then is already laid out as ``in_order`` would make it.)
+    if out.flags.c_contiguous and 1 not in shape and \
+            all(not any(a.strides) or (a.flags.c_contiguous and a.shape == shape)
+                for a in arrays):
+        return out
     return in_order(out, _perm(shape, _iter_strides(shape, arrays)))

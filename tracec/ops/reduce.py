@@ -33,8 +33,15 @@ def _row_major(a):
 
 
 def _sum_impl(x, *, axes):
-    with ew.quiet_fp():   # (inf + -inf is NaN silently, as PyTorch's)
+    if ew._IGNORE_FP is None:
+        with ew.quiet_fp():   # (inf + -inf is NaN silently, as PyTorch's)
+            return _sum(x, axes)
+    # (quiet_fp's own steps, without a context manager object per call)
+    token = ew._set_fp(ew._IGNORE_FP)
+    try:
         return _sum(x, axes)
+    finally:
+        ew._reset_fp(token)
 
 
 def _sum(x, axes):
