@@ -99,8 +99,23 @@ def _square(x, name, complex_ok=False):
 
 # --- factorizations (eager, NumPy) ---------------------------------------------------------------
 
+def _traced(A) -> bool:
+    """Whether a call on ``A`` records its traced form (``linalg_gauss_jordan``,
+    ``linalg_substitution``): while tracing, real float32/float64 matrices
+    up to ``MAX_N`` (the loop is unrolled into the trace)."""
+    return bool(RECORDERS) and A.dtype in (dt.float32, dt.float64) and \
+        isinstance(A.shape[-1], int) and A.shape[-1] <= linalg_gauss_jordan.MAX_N
+
+
 def _np(x, name):
-    a = concrete(x, f"{name}() (eager only: LAPACK through NumPy)")
+    why = f"{name}() (eager only: LAPACK through NumPy)"
+    if RECORDERS and x.ndim >= 2 and isinstance(x.shape[-1], int) and \
+            x.shape[-1] > linalg_gauss_jordan.MAX_N:
+        why = (f"{name}() (eager only: LAPACK through NumPy for matrices larger than "
+               f"{linalg_gauss_jordan.MAX_N}x{linalg_gauss_jordan.MAX_N}, here "
+               f"{x.shape[-2]}x{x.shape[-1]}: the traced elimination is unrolled, a step per "
+               "column)")
+    a = concrete(x, why)
     return a.astype(np.float32) if x.dtype in (dt.float16, dt.bfloat16) else a
 
 
@@ -206,7 +221,7 @@ _inv = _function("LinalgInvEx", _inv_fwd,
 
 def inv(input):
     A = _square(input, "linalg.inv", complex_ok=True)
-    if RECORDERS and A.dtype in (dt.float32, dt.float64):
+    if _traced(A):
         # (a traced call reads no values: Gauss-Jordan in primitives)
         return F._named(linalg_gauss_jordan.inverse(A, "linalg.inv"), "LinalgInvExBackward0")
     return _inv(A)
@@ -329,15 +344,28 @@ def solve(A, B, *, left=True):
     A = _square(A, "linalg.solve", complex_ok=True)
     (A, B), _ = promote("linalg.solve", A, _float_input(B, "linalg.solve", complex_ok=True))
     if not left:   # X A = B  <=>  A^T X^T = B^T
-        return S.mT(solve(S.mT(A), S.mT(B)))
+        return F._named(S.mT(solve(S.mT(A), S.mT(B))), "LinalgSolveExBackward0")
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
     rows = B.shape[-1] if vector else B.shape[-2] if B.ndim >= 2 else B.shape[0]
     if rows != A.shape[-1]:
         n = A.shape[-1]
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
                            f"AX = B ({n}x{n} and {rows}x{1 if vector else B.shape[-1]})")
-    if vector:
-        return ops.reshape(_solve(A, ops.reshape(B, tuple(B.shape) + (1,))), tuple(B.shape))
+    if vector:   # (a batch of A broadcasts a vector B: the solution has A's batch)
+        X = _solve_matrix(A, ops.reshape(B, tuple(B.shape) + (1,)))
+        return F._named(ops.reshape(X, tuple(X.shape[:-1])), "LinalgSolveExBackward0")
+    return _solve_matrix(A, B)
+
+
+_SOLVE_SINGULAR = ("torch.linalg.solve: {where}The solver failed because the input matrix "
+                   "is singular.")
+
+
+def _solve_matrix(A, B):
+    if _traced(A):
+        where = "(Batch element {index}): " if A.ndim > 2 or B.ndim > 2 else ""
+        X = linalg_gauss_jordan.solve(A, B, _SOLVE_SINGULAR.replace("{where}", where))
+        return F._named(X, "LinalgSolveExBackward0")
     return _solve(A, B)
 
 
@@ -793,6 +821,12 @@ def inv_ex(A, *, check_errors=False):
     of LAPACK's first zero pivot and the inverse what its LU solve leaves
     (infinities, NaNs), not differentiated; raising only with
     ``check_errors=True``."""
+    if RECORDERS:   # (traced: a zero pivot raises at run time, so only with check_errors)
+        A = _square(A, "linalg.inv_ex")
+        if not (check_errors and _traced(A)):
+            _np(A, "linalg.inv_ex(check_errors=False)")
+        return InvExResult(F._named(linalg_gauss_jordan.inverse(A, "linalg.inv_ex"),
+                                    "LinalgInvExBackward0"), _info(A))
     try:
         inverse_ = inv(A)
     except LinAlgError as e:
@@ -855,6 +889,9 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
 def solve_ex(A, B, *, left=True, check_errors=False):
     """``(X, info)``; for a singular A, info and X as LAPACK's LU solve
     leaves them (see ``inv_ex``), raising only with ``check_errors=True``."""
+    if RECORDERS and not (check_errors and _traced(_square(A, "linalg.solve_ex"))):
+        # (traced, a singular A raises at run time: only with check_errors)
+        _np(_square(A, "linalg.solve_ex"), "linalg.solve_ex(check_errors=False)")
     try:
         X = solve(A, B, left=left)
     except LinAlgError:
