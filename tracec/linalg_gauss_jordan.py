@@ -19,7 +19,7 @@ from __future__ import annotations
 from tracec import dtypes as dt
 from tracec import ops
 
-__all__ = ["MAX_N", "inverse", "solve"]
+__all__ = ["MAX_N", "batch_iota", "checked", "eye", "inverse", "solve"]
 
 #: the largest n traced (the unrolled elimination records O(n) steps of
 #: O(n^2)-element ops: a 64x64 matrix is a trace of ~1500 ops)
@@ -33,7 +33,7 @@ def _rows(M, idx, like_rows):
     return ops.reduce_sum(ops.where(pick, M, ops.full((), 0, M.dtype, M)), (M.ndim - 2,))
 
 
-def _eye(n, d, like):
+def eye(n, d, like):
     return ops.cast(ops.eq(ops.iota((n, n), dt.int64, 0, like), ops.iota((n, n), dt.int64, 1, like)), d)
 
 
@@ -49,7 +49,7 @@ def _eliminate(A, R, message: str):
     M = ops.concatenate([X, ops.stop_gradient(R)], len(batch) + 1)
     rows = ops.iota(batch + (n, 1), dt.int64, len(batch), X)      # each row's index
     col_rows = ops.reshape(ops.iota((n,), dt.int64, 0, X), (1,) * len(batch) + (n,))
-    batch_index = ops.reshape(ops.iota((_prod(batch),), dt.int64, 0, X), batch) if batch else None
+    batch_index = batch_iota(batch, X)
     for j in range(n):
         col = ops.slice_(M, (0,) * len(batch) + (0, j), batch + (n, j + 1), (1,) * (len(batch) + 2))
         col = ops.reshape(col, batch + (n,))
@@ -79,15 +79,25 @@ def _inverse_message(name: str, batched: bool) -> str:
 
 
 def _checked(pivot, batch_index, message: str, j: int):
-    """``pivot`` guarded by PyTorch's error for a zero pivot (step ``j``):
-    the batch element it names is ``batch_index``'s (the checked value,
-    which the pivot then depends on, so the check stays)."""
-    message = message.replace("{j}", str(j + 1))
-    ok = ops.ne(pivot, 0)
+    """``pivot`` guarded by PyTorch's error for a zero pivot (step ``j``)."""
+    return checked(pivot, ops.ne(pivot, 0), batch_index, message.replace("{j}", str(j + 1)))
+
+
+def checked(value, ok, batch_index, message: str):
+    """``value`` guarded by ``ok`` (its shape, the batch's): where false,
+    the call raises ``message`` at the user's line, ``{index}`` there the
+    batch element ``batch_index`` (an iota over the batch, or None
+    unbatched: the checked value, which ``value`` then depends on, so the
+    check stays in the trace)."""
     if batch_index is None:
-        return ops.check(pivot, ok, message)
+        return ops.check(value, ok, message)
     seen = ops.check(batch_index, ok, message)
-    return ops.where(ops.ge(seen, 0), pivot, ops.full((), float("nan"), pivot.dtype, pivot))
+    return ops.where(ops.ge(seen, 0), value, ops.full((), float("nan"), value.dtype, value))
+
+
+def batch_iota(batch, like):
+    """Each batch element's flat index (None for no batch)."""
+    return ops.reshape(ops.iota((_prod(batch),), dt.int64, 0, like), batch) if batch else None
 
 
 def _prod(shape) -> int:
@@ -101,7 +111,7 @@ def inverse(A, name: str = "linalg.inv"):
     """``A^-1`` for a real (batch of) square matrices while tracing."""
     n = A.shape[-1]
     batch = tuple(A.shape[:-2])
-    X = _eliminate(A, ops.broadcast_to(_eye(n, A.dtype, A), batch + (n, n)),
+    X = _eliminate(A, ops.broadcast_to(eye(n, A.dtype, A), batch + (n, n)),
                    _inverse_message(name, bool(batch)))
     return _with_vjp(X, A)
 
@@ -112,7 +122,7 @@ def solve(A, B, message: str):
     n, k = A.shape[-1], B.shape[-1]
     batch = tuple(ops.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2])))
     Ab = ops.broadcast_to(A, batch + (n, n))
-    R = ops.concatenate([ops.broadcast_to(_eye(n, A.dtype, A), batch + (n, n)),
+    R = ops.concatenate([ops.broadcast_to(eye(n, A.dtype, A), batch + (n, n)),
                          ops.broadcast_to(B, batch + (n, k))], len(batch) + 1)
     R = _eliminate(Ab, R, message)
     last = len(batch) + 1

@@ -29,7 +29,7 @@ from tracec import ops
 from tracec import shape_ops as S
 from tracec._C import _LinAlgError
 from tracec.functions import promote, tensor_arg
-from tracec import lapack_lu, linalg_gauss_jordan
+from tracec import lapack_lu, linalg_gauss_jordan, linalg_substitution
 from tracec.lapack_lu import getrf as _lu_np
 from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import RECORDERS, Tensor, concrete
@@ -403,6 +403,10 @@ def cholesky(A, *, upper=False):
 
 def _named_cholesky(A, upper, name):
     A = _square(A, name)
+    if _traced(A):
+        grad_fn = "CholeskyBackward0" if name == "cholesky" else "LinalgCholeskyExBackward0"
+        L = linalg_substitution.cholesky(A, name)
+        return F._named(S.mT(L) if upper else L, grad_fn)
     try:
         L = _cholesky(A)
     except LinAlgError:
@@ -866,6 +870,11 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     LAPACK's partial ``L`` there, as PyTorch), raising only with
     ``check_errors=True``."""
     A = _square(A, "linalg.cholesky_ex")
+    if RECORDERS:   # (traced: a pivot not positive raises at run time, so only with check_errors)
+        if not (check_errors and _traced(A)):
+            _np(A, "linalg.cholesky_ex(check_errors=False)")
+        L = _named_cholesky(A, upper, "linalg.cholesky_ex")
+        return CholeskyExResult(L, _info(L))
     try:
         L = cholesky(A, upper=upper)
         return CholeskyExResult(L, _info(L))
@@ -1030,7 +1039,17 @@ _tri_solve = _lapack("solve_triangular", "linalg.solve_triangular: The solver fa
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     A = _square(A, "linalg.solve_triangular")
     (A, B), _ = promote("linalg.solve_triangular", A, _float_input(B, "linalg.solve_triangular"))
+    if _traced(A):
+        return F._named(_traced_tri_solve(A, B, bool(upper), bool(left), bool(unitriangular)),
+                        "LinalgSolveTriangularBackward0")
     return _tri_solve(A, B, bool(upper), bool(left), bool(unitriangular))
+
+
+def _traced_tri_solve(A, B, upper, left, unit):
+    if left:
+        return linalg_substitution.solve_triangular(A, B, upper, unit)
+    # X A = B  <=>  A^T X^T = B^T (A^T's triangle the other one)
+    return S.mT(linalg_substitution.solve_triangular(S.mT(A), S.mT(B), not upper, unit))
 
 
 def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
@@ -1043,7 +1062,7 @@ def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False)
                "torch.linalg.solve_triangular(A, B).")
     M = S.mT(A) if transpose else A
     X = solve_triangular(M, input, upper=upper != transpose, unitriangular=unitriangular)
-    return TriangularSolveResult(X, S.clone(A))
+    return TriangularSolveResult(F._named(X, "TriangularSolveBackward0"), S.clone(A))
 
 
 def _from_factor(L, upper):
@@ -1053,7 +1072,12 @@ def _from_factor(L, upper):
 
 
 def cholesky_solve(input, input2, upper=False):
-    """(L L^T)^-1 B from a Cholesky factor."""
+    """(L L^T)^-1 B from a Cholesky factor (traced: two triangular solves)."""
+    L = _float_input(input2, "cholesky_solve")
+    if _traced(L):
+        (B, L), _ = promote("cholesky_solve", _float_input(input, "cholesky_solve"), L)
+        return F._named(linalg_substitution.cholesky_solve(B, S.mT(L) if upper else L),
+                        "CholeskySolveBackward0")
     return solve(_from_factor(_float_input(input2, "cholesky_solve"), upper), input)
 
 
