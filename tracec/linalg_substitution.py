@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from tracec import dtypes as dt
 from tracec import ops
-from tracec.linalg_gauss_jordan import batch_iota, checked, eye
+from tracec.linalg_gauss_jordan import checked, eye
 
 __all__ = ["cholesky", "cholesky_solve", "solve_triangular"]
 
@@ -85,7 +85,10 @@ def solve_triangular(A, B, upper: bool, unit: bool):
     # l = T^-1 (B - T X), T^-1 and X fixed: gB = T^-T g, gA = mask(-gB X^T)
     Xf, If = ops.stop_gradient(X), ops.stop_gradient(Tinv)
     l = ops.matmul(If, ops.sub(B, ops.matmul(T, Xf)))
-    return ops.add(X, ops.sub(l, ops.stop_gradient(l)))
+    d = ops.sub(l, ops.stop_gradient(l))
+    # (a zero on T's diagonal: X's infinities make l NaN everywhere through
+    # T^-1; X keeps PyTorch's values there, the gradient is lost where NaN)
+    return ops.add(X, ops.where(ops.eq(d, d), d, _zero(d)))
 
 
 def _not_pd(name: str, batched: bool, order: int) -> str:
@@ -127,7 +130,10 @@ def _checked_info(L, info, name: str):
     check per order (a check names one value, here the batch element)."""
     n = L.shape[-1]
     batch = tuple(info.shape)
-    flat = ops.reshape(info, (-1,)) if batch else ops.reshape(info, (1,))
+    size = 1
+    for s in batch:
+        size *= s
+    flat = ops.reshape(info, (size,))
     failed = ops.gt(flat, 0)
     first = ops.argmax(ops.cast(failed, dt.int32), 0)              # (0-d) the first failing element
     order = ops.reduce_sum(ops.where(ops.eq(ops.iota(tuple(flat.shape), dt.int64, 0, L), first),
