@@ -19,14 +19,14 @@ from __future__ import annotations
 from tracec import dtypes as dt
 from tracec import ops
 
-__all__ = ["MAX_N", "batch_iota", "checked", "eye", "inverse", "solve"]
+__all__ = ["MAX_N", "batch_iota", "checked", "eye", "inverse", "rows_of", "solve", "unchecked_inverse"]
 
 #: the largest n traced (the unrolled elimination records O(n) steps of
 #: O(n^2)-element ops: a 64x64 matrix is a trace of ~1500 ops)
 MAX_N = 64
 
 
-def _rows(M, idx, like_rows):
+def rows_of(M, idx, like_rows):
     """The rows of ``M`` (..., n, m) chosen by ``idx`` (..., ): a masked sum,
     exact (one term, the rest zeros)."""
     pick = ops.eq(like_rows, ops.reshape(idx, tuple(idx.shape) + (1, 1)))
@@ -37,7 +37,7 @@ def eye(n, d, like):
     return ops.cast(ops.eq(ops.iota((n, n), dt.int64, 0, like), ops.iota((n, n), dt.int64, 1, like)), d)
 
 
-def _eliminate(A, R, message: str):
+def _eliminate(A, R, message):
     """``A^-1 R`` for ``A`` (..., n, n) and ``R`` (..., n, k) of the same
     batch, no gradient; ``message`` (a format with ``{j}``, the 1-based
     step, and ``{index}``, the batch element) for a zero pivot."""
@@ -55,14 +55,15 @@ def _eliminate(A, R, message: str):
         col = ops.reshape(col, batch + (n,))
         mag = ops.where(ops.ge(col_rows, j), ops.abs_(col), ops.full((), -1, d, X))
         p = ops.argmax(mag, len(batch))
-        row_p, row_j = _rows(M, p, rows), _rows(M, ops.full(batch, j, dt.int64, X), rows)
+        row_p, row_j = rows_of(M, p, rows), rows_of(M, ops.full(batch, j, dt.int64, X), rows)
         at_j = ops.eq(rows, j)
         at_p = ops.eq(rows, ops.reshape(p, batch + (1, 1)))
         M = ops.where(at_j, ops.reshape(row_p, batch + (1, n + k)),
                       ops.where(at_p, ops.reshape(row_j, batch + (1, n + k)), M))
         pivot = ops.reshape(ops.slice_(row_p, (0,) * len(batch) + (j,), batch + (j + 1,),
                                        (1,) * (len(batch) + 1)), batch)
-        pivot = _checked(pivot, batch_index, message, j)
+        if message is not None:   # (None: unchecked, a zero pivot's infinities and NaNs)
+            pivot = _checked(pivot, batch_index, message, j)
         row = ops.div(row_p, ops.reshape(pivot, batch + (1,)))
         factor = ops.where(at_j, ops.full((), 0, d, X),
                            ops.reshape(ops.slice_(M, (0,) * len(batch) + (0, j), batch + (n, j + 1),
@@ -149,3 +150,11 @@ def _solve_vjp(X, inv_, A, B):
     Xt, It = ops.stop_gradient(X), ops.stop_gradient(inv_)
     l = ops.matmul(It, ops.sub(B, ops.matmul(A, Xt)))
     return ops.add(X, ops.sub(l, ops.stop_gradient(l)))
+
+
+def unchecked_inverse(A):
+    """``A^-1`` (no gradient, no check: a singular ``A`` gives infinities
+    and NaNs), for the gradients of ``det`` and ``slogdet``."""
+    n = A.shape[-1]
+    batch = tuple(A.shape[:-2])
+    return _eliminate(A, ops.broadcast_to(eye(n, A.dtype, A), batch + (n, n)), None)

@@ -33,7 +33,7 @@ from tracec import ops
 from tracec import shape_ops as S
 from tracec._C import _LinAlgError
 from tracec.functions import promote, tensor_arg
-from tracec import lapack_lu, linalg_gauss_jordan, linalg_substitution
+from tracec import lapack_lu, linalg_det, linalg_gauss_jordan, linalg_substitution
 from tracec.lapack_lu import getrf as _lu_np
 from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import RECORDERS, Tensor, concrete
@@ -264,7 +264,11 @@ _det = _function("LinalgDet", _det_fwd, _det_bwd, _det_graph_bwd)
 
 
 def det(input):
-    return _det(_square(input, "linalg.det"))
+    A = _square(input, "linalg.det")
+    if _traced(A):
+        return F._named(linalg_det.det(A, "linalg.det", A.requires_grad and _graph.is_grad_enabled()),
+                        "LinalgDetBackward0")
+    return _det(A)
 
 
 def _logabsdet_fwd(ctx, a):
@@ -294,6 +298,12 @@ _logabsdet = _function("LinalgSlogdet", _logabsdet_fwd, _logabsdet_bwd, _logabsd
 
 def slogdet(input):
     input = _square(input, "linalg.slogdet")
+    if _traced(input):
+        sign, lad = linalg_det.slogdet(input, input.requires_grad and _graph.is_grad_enabled())
+        lad = F._named(lad, "LinalgSlogdetBackward0")
+        if lad.requires_grad:
+            sign = ops.where(ops.full(tuple(sign.shape), False, dt.bool_, like=sign), lad, sign)
+        return SlogdetResult(sign, lad)
     sign = _wrap(np.linalg.slogdet(_np(input, "linalg.slogdet"))[0], input)
     lad = _logabsdet(input)
     if lad.requires_grad:   # PyTorch's sign is an output of the node too (zero gradient)
