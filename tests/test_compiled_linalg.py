@@ -1,5 +1,6 @@
-"""linalg.solve, cholesky, solve_triangular, cholesky_solve inside
-``tracec.compile`` (tracec.linalg_gauss_jordan, tracec.linalg_substitution):
+"""linalg.solve, cholesky, solve_triangular, cholesky_solve, det, slogdet,
+logdet inside ``tracec.compile`` (tracec.linalg_gauss_jordan,
+tracec.linalg_substitution, tracec.linalg_det):
 values and input gradients against torch 2.13, eager-free traces (no
 fallback), two calls with different values (nothing baked into the trace),
 PyTorch's errors for singular / not positive-definite inputs at the user's
@@ -59,6 +60,11 @@ CASES = {
                        _spd, (2, 3, 3), (3, 2)),
     "cholesky_solve_upper_full": (lambda L, a, b: L.cholesky_solve(b, a, upper=True),
                                   _tri, (3, 3), (3, 2)),
+    "det": (lambda L, a, b: L.linalg.det(a), _general, (2, 4, 4), None),
+    "torch_det": (lambda L, a, b: L.det(a), _general, (3, 3), None),
+    "slogdet": (lambda L, a, b: L.linalg.slogdet(a).logabsdet * L.linalg.slogdet(a).sign,
+                _general, (2, 4, 4), None),
+    "logdet": (lambda L, a, b: L.logdet(a), _spd, (2, 3, 3), None),
 }
 
 
@@ -93,7 +99,7 @@ def test_compiled_matches_torch(name, dtype, backend):
             A = make(rng, ashape, dtype)
             B = rng.randn(*(bshape or (ashape[-1], 1))).astype(dtype)
             ta, tb = torch.tensor(A, requires_grad=True), torch.tensor(B, requires_grad=True)
-            W = rng.randn(*fn(torch, ta.detach(), tb.detach()).shape).astype(dtype)
+            W = np.asarray(rng.randn(*fn(torch, ta.detach(), tb.detach()).shape)).astype(dtype)
             want = _step(fn, torch)(ta, tb, torch.tensor(W))
             a, b = tracec.tensor(A, requires_grad=True), tracec.tensor(B, requires_grad=True)
             got = compiled(a, b, tracec.tensor(W))
@@ -157,6 +163,38 @@ def test_singular_triangular_solve_gives_infinities_as_torch(backend):
     got = compiled(tracec.tensor(A), tracec.ones(2, 1)).numpy()
     want = torch.linalg.solve_triangular(torch.tensor(A), torch.ones(2, 1), upper=False).numpy()
     np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+
+
+SINGULAR = [np.zeros((3, 3)), np.array([[0., 1], [0, 1]]), np.stack([np.eye(2), [[1., 2], [2, 4]]]),
+            np.array([[0., 1], [1, 0]]), np.array([[-1., 0], [0, 2]])]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_det_slogdet_of_singular_matrices_as_torch(backend):
+    values = tracec.compile(lambda a: (tracec.linalg.det(a), *tracec.linalg.slogdet(a),
+                                       tracec.logdet(a)), backend=backend)
+
+    def lad_grad(lib, a):
+        lib.linalg.slogdet(a).logabsdet.sum().backward()
+    lad_compiled = tracec.compile(lambda a: lad_grad(tracec, a), backend=backend)
+    det_grad = tracec.compile(lambda a: tracec.linalg.det(a).sum().backward(), backend=backend)
+    for A in SINGULAR:
+        ta = torch.tensor(A, requires_grad=True)
+        want = (torch.linalg.det(ta), *torch.linalg.slogdet(ta), torch.logdet(ta))
+        got = values(tracec.tensor(A))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.detach().numpy())
+        a = tracec.tensor(A, requires_grad=True)
+        lad_compiled(a)
+        lad_grad(torch, ta)
+        np.testing.assert_array_equal(np.isfinite(a.grad.numpy()), np.isfinite(ta.grad.numpy()))
+        if want[0].detach().eq(0).any():
+            # (PyTorch's gradient of det at a singular matrix goes through an SVD)
+            with pytest.raises(RuntimeError, match="differentiates det of invertible matrices"):
+                det_grad(tracec.tensor(A, requires_grad=True))
+        else:
+            det_grad(tracec.tensor(A, requires_grad=True))
+    assert values.cache_info().eager_signatures == 0
 
 
 def test_unchecked_ex_and_large_matrices_stay_eager_and_say_why():

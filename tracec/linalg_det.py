@@ -97,4 +97,4 @@ def slogdet(A, needs_grad: bool):
         lad = ops.add(lad, ops.log(ops.abs_(p)))
     if needs_grad:
         lad = _with_inverse_vjp(lad, None, A)
-    return sign, lad
+    return ops.add(sign, ops.full((), 0, sign.dtype, sign)), lad      # (-0 -> 0, as PyTorch)

@@ -107,8 +107,9 @@ def _traced(A) -> bool:
     """Whether a call on ``A`` records its traced form (``linalg_gauss_jordan``,
     ``linalg_substitution``): while tracing, real float32/float64 matrices
     up to ``MAX_N`` (the loop is unrolled into the trace)."""
+    # (a symbolic n is specialized, int(): the loop unrolls a known number of steps)
     return bool(RECORDERS) and A.dtype in (dt.float32, dt.float64) and \
-        isinstance(A.shape[-1], int) and A.shape[-1] <= linalg_gauss_jordan.MAX_N
+        int(A.shape[-1]) <= linalg_gauss_jordan.MAX_N
 
 
 def _np(x, name):
