@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tracec import dtypes as dt
 from tracec import ops
-from tracec.linalg_gauss_jordan import batch_iota, checked, rows_of, unchecked_inverse
+from tracec.linalg_gauss_jordan import batch_iota, checked, mT, partial_pivot, unchecked_inverse
 
 __all__ = ["det", "slogdet"]
 
@@ -31,21 +31,11 @@ def _lu_diagonal(A):
     M = ops.stop_gradient(A)
     zero, one = ops.full((), 0, d, M), ops.full((), 1, d, M)
     rows = ops.iota(batch + (n, 1), dt.int64, nb, M)
-    col_rows = ops.reshape(ops.iota((n,), dt.int64, 0, M), (1,) * nb + (n,))
     sign = ops.broadcast_to(one, batch)
     pivots = []
     for j in range(n):
-        col = ops.reshape(ops.slice_(M, (0,) * nb + (0, j), batch + (n, j + 1), (1,) * (nb + 2)),
-                          batch + (n,))
-        p = ops.argmax(ops.where(ops.ge(col_rows, j), ops.abs_(col), ops.full((), -1, d, M)), nb)
-        row_p, row_j = rows_of(M, p, rows), rows_of(M, ops.full(batch, j, dt.int64, M), rows)
-        at_j = ops.eq(rows, j)
-        at_p = ops.eq(rows, ops.reshape(p, batch + (1, 1)))
-        M = ops.where(at_j, ops.reshape(row_p, batch + (1, n)),
-                      ops.where(at_p, ops.reshape(row_j, batch + (1, n)), M))
-        sign = ops.where(ops.ne(p, j), ops.neg(sign), sign)
-        pivot = ops.reshape(ops.slice_(row_p, (0,) * nb + (j,), batch + (j + 1,), (1,) * (nb + 1)),
-                            batch)
+        M, row_p, pivot, moved = partial_pivot(M, j, rows)
+        sign = ops.where(moved, ops.neg(sign), sign)
         pivots.append(pivot)
         # (a zero pivot: its column below is zero too, getrf skips the step)
         safe = ops.reshape(ops.where(ops.eq(pivot, 0), one, pivot), batch + (1, 1))
@@ -55,15 +45,10 @@ def _lu_diagonal(A):
     return pivots, sign
 
 
-def _mT(x):
-    nb = x.ndim - 2
-    return ops.transpose(x, tuple(range(nb)) + (nb + 1, nb))
-
-
 def _with_inverse_vjp(value, scale, A):
     """``value`` whose gradient is ``g scale A^-T`` (``scale`` fixed):
     ``value + (l - l)``, ``l = scale * sum(A^-T * A)`` (A^-1 fixed)."""
-    inv_t = ops.stop_gradient(_mT(unchecked_inverse(A)))
+    inv_t = ops.stop_gradient(mT(unchecked_inverse(A)))
     l = ops.reduce_sum(ops.mul(inv_t, A), (A.ndim - 2, A.ndim - 1))
     if scale is not None:
         l = ops.mul(l, ops.stop_gradient(scale))

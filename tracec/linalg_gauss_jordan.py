@@ -19,7 +19,8 @@ from __future__ import annotations
 from tracec import dtypes as dt
 from tracec import ops
 
-__all__ = ["MAX_N", "batch_iota", "checked", "eye", "inverse", "rows_of", "solve", "unchecked_inverse"]
+__all__ = ["MAX_N", "batch_iota", "checked", "eye", "inverse", "mT", "partial_pivot", "rows_of", "solve",
+           "unchecked_inverse"]
 
 #: the largest n traced (the unrolled elimination records O(n) steps of
 #: O(n^2)-element ops: a 64x64 matrix is a trace of ~1500 ops)
@@ -48,20 +49,10 @@ def _eliminate(A, R, message):
     k = R.shape[-1]
     M = ops.concatenate([X, ops.stop_gradient(R)], len(batch) + 1)
     rows = ops.iota(batch + (n, 1), dt.int64, len(batch), X)      # each row's index
-    col_rows = ops.reshape(ops.iota((n,), dt.int64, 0, X), (1,) * len(batch) + (n,))
     batch_index = batch_iota(batch, X)
     for j in range(n):
-        col = ops.slice_(M, (0,) * len(batch) + (0, j), batch + (n, j + 1), (1,) * (len(batch) + 2))
-        col = ops.reshape(col, batch + (n,))
-        mag = ops.where(ops.ge(col_rows, j), ops.abs_(col), ops.full((), -1, d, X))
-        p = ops.argmax(mag, len(batch))
-        row_p, row_j = rows_of(M, p, rows), rows_of(M, ops.full(batch, j, dt.int64, X), rows)
+        M, row_p, pivot, _ = partial_pivot(M, j, rows)
         at_j = ops.eq(rows, j)
-        at_p = ops.eq(rows, ops.reshape(p, batch + (1, 1)))
-        M = ops.where(at_j, ops.reshape(row_p, batch + (1, n + k)),
-                      ops.where(at_p, ops.reshape(row_j, batch + (1, n + k)), M))
-        pivot = ops.reshape(ops.slice_(row_p, (0,) * len(batch) + (j,), batch + (j + 1,),
-                                       (1,) * (len(batch) + 1)), batch)
         if message is not None:   # (None: unchecked, a zero pivot's infinities and NaNs)
             pivot = _checked(pivot, batch_index, message, j)
         row = ops.div(row_p, ops.reshape(pivot, batch + (1,)))
@@ -71,6 +62,36 @@ def _eliminate(A, R, message):
         M = ops.sub(M, ops.mul(factor, ops.reshape(row, batch + (1, n + k))))
         M = ops.where(at_j, ops.reshape(row, batch + (1, n + k)), M)
     return ops.slice_(M, (0,) * len(batch) + (0, n), batch + (n, n + k), (1,) * (len(batch) + 2))
+
+
+def partial_pivot(M, j, rows):
+    """Step ``j`` of getrf's row choice on ``M`` (..., n, m), its first n
+    columns the matrix: the row from ``j`` on of the first largest
+    magnitude in column ``j`` swapped with row ``j``.  Returns the swapped
+    ``M``, that row (..., m), its pivot (...,) and whether it moved
+    (a row exchange: (...,) bool); ``rows`` (..., n, 1) each row's index."""
+    n, m = M.shape[-2], M.shape[-1]
+    batch = tuple(M.shape[:-2])
+    nb = len(batch)
+    col = ops.reshape(ops.slice_(M, (0,) * nb + (0, j), batch + (n, j + 1), (1,) * (nb + 2)),
+                      batch + (n,))
+    col_rows = ops.reshape(rows, batch + (n,))
+    mag = ops.where(ops.ge(col_rows, j), ops.abs_(col), ops.full((), -1, M.dtype, M))
+    p = ops.argmax(mag, nb)
+    row_p, row_j = rows_of(M, p, rows), rows_of(M, ops.full(batch, j, dt.int64, M), rows)
+    at_j = ops.eq(rows, j)
+    at_p = ops.eq(rows, ops.reshape(p, batch + (1, 1)))
+    M = ops.where(at_j, ops.reshape(row_p, batch + (1, m)),
+                  ops.where(at_p, ops.reshape(row_j, batch + (1, m)), M))
+    pivot = ops.reshape(ops.slice_(row_p, (0,) * nb + (j,), batch + (j + 1,), (1,) * (nb + 1)),
+                        batch)
+    return M, row_p, pivot, ops.ne(p, j)
+
+
+def mT(x):
+    """The transpose of a (batch of) matrices."""
+    nb = x.ndim - 2
+    return ops.transpose(x, tuple(range(nb)) + (nb + 1, nb))
 
 
 def _inverse_message(name: str, batched: bool) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from tracec import dtypes as dt
 from tracec import ops
-from tracec.linalg_gauss_jordan import checked, eye
+from tracec.linalg_gauss_jordan import checked, eye, mT
 
 __all__ = ["cholesky", "cholesky_solve", "solve_triangular"]
 
@@ -111,7 +111,7 @@ def _factor(A, name: str):
     L = ops.broadcast_to(_zero(A), tuple(A.shape))
     for j in range(n):
         a = ops.slice_(A, (0,) * nb + (0, j), batch + (n, j + 1), (1,) * (nb + 2))
-        lj = _mT(_row(L, j, batch))
+        lj = mT(_row(L, j, batch))
         c = ops.sub(a, ops.matmul(L, lj))                         # (..., n, 1)
         d = ops.reshape(ops.slice_(c, (0,) * nb + (j, 0), batch + (j + 1, 1), (1,) * (nb + 2)),
                         batch)
@@ -154,19 +154,13 @@ def cholesky(A, name: str):
     L = _factor(A, name)
     Linv = _substitute(L, ops.broadcast_to(eye(n, A.dtype, A), batch + (n, n)), False, False)
     Lf, If = ops.stop_gradient(L), ops.stop_gradient(Linv)
-    nb = len(batch)
-    IfT = ops.transpose(If, tuple(range(nb)) + (nb + 1, nb))
+    IfT = mT(If)
     N = ops.matmul(If, ops.matmul(A, IfT))
-    Nt = ops.transpose(N, tuple(range(nb)) + (nb + 1, nb))
+    Nt = mT(N)
     psi = ops.add(ops.where(_tri_mask(n, False, False, A), N, _zero(A)),
                   ops.where(_tri_mask(n, False, True, A), Nt, _zero(A)))
     l = ops.matmul(Lf, ops.mul(psi, ops.full((), 0.5, A.dtype, A)))
     return ops.add(L, ops.sub(l, ops.stop_gradient(l)))
-
-
-def _mT(x):
-    nb = x.ndim - 2
-    return ops.transpose(x, tuple(range(nb)) + (nb + 1, nb))
 
 
 def cholesky_solve(B, L):
@@ -184,11 +178,11 @@ def cholesky_solve(B, L):
     R = _substitute(T, R, False, False)
     last = len(batch) + 1
     Linv = ops.slice_(R, (0,) * last + (0,), batch + (n, n), (1,) * (last + 1))
-    X = _substitute(_mT(T), ops.slice_(R, (0,) * last + (n,), batch + (n, n + k),
+    X = _substitute(mT(T), ops.slice_(R, (0,) * last + (n,), batch + (n, n + k),
                                        (1,) * (last + 1)), True, False)
     # (Lf the whole factor, not its triangle: PyTorch's gL multiplies by it)
     Xf, Lf = ops.stop_gradient(X), ops.stop_gradient(L)
-    Cinv = ops.stop_gradient(ops.matmul(_mT(Linv), Linv))
-    C = ops.add(ops.matmul(L, _mT(Lf)), ops.matmul(Lf, _mT(L)))
+    Cinv = ops.stop_gradient(ops.matmul(mT(Linv), Linv))
+    C = ops.add(ops.matmul(L, mT(Lf)), ops.matmul(Lf, mT(L)))
     l = ops.matmul(Cinv, ops.sub(B, ops.matmul(C, Xf)))
     return ops.add(X, ops.sub(l, ops.stop_gradient(l)))
