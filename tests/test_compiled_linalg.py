@@ -86,8 +86,8 @@ def _compiled(name, backend):
     return _COMPILED[key]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype,backend", [("float32", "cpu"), ("float64", "cpu"),
+                                           ("float64", "interp")])    # (kept short: interp once)
 @pytest.mark.parametrize("name", list(CASES))
 def test_compiled_matches_torch(name, dtype, backend):
     fn, make, ashape, bshape = CASES[name]
