@@ -48,6 +48,8 @@ CASES = {
     "torch_cholesky_upper": (lambda L, a, b: L.cholesky(a, upper=True), _spd, (3, 3), None),
     "cholesky_ex_checked": (lambda L, a, b: L.linalg.cholesky_ex(a, check_errors=True).L,
                             _spd, (2, 3, 3), None),
+    "cholesky_ex_upper": (lambda L, a, b: L.linalg.cholesky_ex(a, upper=True).L,
+                          _spd, (2, 3, 3), None),
     "solve_triangular": (lambda L, a, b: L.linalg.solve_triangular(a, b, upper=False),
                          _tri, (2, 4, 4), (4, 2)),
     "solve_triangular_right_unit": (
@@ -144,6 +146,23 @@ def test_not_positive_definite_raises_torch_message(which, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_ex_unchecked_info_and_partial_factor_as_torch(upper, backend):
+    # (potrf's partial factor where it stops: the failing pivot unrooted, A's lower triangle)
+    compiled = tracec.compile(lambda a: tracec.linalg.cholesky_ex(a, upper=upper),
+                              backend=backend)
+    for A in NOT_PD + [np.array([[4., 1, 2], [1, 3, 0], [2, 0, -5]]),
+              _spd(np.random.RandomState(1), (2, 3, 3), "float64")]:
+        for dtype in ("float32", "float64"):
+            want = torch.linalg.cholesky_ex(torch.tensor(A.astype(dtype)), upper=upper)
+            got = compiled(tracec.tensor(A.astype(dtype)))
+            np.testing.assert_allclose(got.L.numpy(), want.L.numpy(), **TOL[dtype])
+            np.testing.assert_array_equal(got.info.numpy(), want.info.numpy())
+            assert got.info.dtype is tracec.int32
+    assert compiled.cache_info().eager_signatures == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_singular_solve_raises_torch_message(backend):
     compiled = tracec.compile(lambda a: tracec.linalg.solve(a, tracec.ones(3, 2)) * 2,
                               backend=backend)
@@ -198,9 +217,9 @@ def test_det_slogdet_of_singular_matrices_as_torch(backend):
 
 
 def test_unchecked_ex_and_large_matrices_stay_eager_and_say_why():
-    # (info without raising needs values: cholesky_ex / solve_ex with check_errors=False)
-    with pytest.raises(tracec.TraceError, match=r"cholesky_ex\(check_errors=False\)"):
-        tracec.compile(lambda a: tracec.linalg.cholesky_ex(a).L)(tracec.eye(3))
+    # (solve_ex's info and solution without raising: LAPACK's, eager only)
+    with pytest.raises(tracec.TraceError, match=r"solve_ex\(check_errors=False\)"):
+        tracec.compile(lambda a: tracec.linalg.solve_ex(a, a).result)(tracec.eye(3))
     n = linalg_gauss_jordan.MAX_N + 1
     with pytest.raises(tracec.TraceError, match=f"larger than 64x64, here {n}x{n}"):
         tracec.compile(lambda a: tracec.linalg.cholesky(a))(tracec.eye(n))

@@ -885,11 +885,13 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     LAPACK's partial ``L`` there, as PyTorch), raising only with
     ``check_errors=True``."""
     A = _square(A, "linalg.cholesky_ex")
-    if RECORDERS:   # (traced: a pivot not positive raises at run time, so only with check_errors)
-        if not (check_errors and _traced(A)):
-            _np(A, "linalg.cholesky_ex(check_errors=False)")
-        L = _named_cholesky(A, upper, "linalg.cholesky_ex")
-        return CholeskyExResult(L, _info(L))
+    if _traced(A):
+        if check_errors:
+            L = _named_cholesky(A, upper, "linalg.cholesky_ex")
+            return CholeskyExResult(L, _info(L))
+        L, info = linalg_substitution.cholesky(A, None)
+        return CholeskyExResult(F._named(S.mT(L) if upper else L, "LinalgCholeskyExBackward0"),
+                                ops.cast(info, dt.int32))
     try:
         L = cholesky(A, upper=upper)
         return CholeskyExResult(L, _info(L))

@@ -97,10 +97,11 @@ def _not_pd(name: str, batched: bool, order: int) -> str:
             f"minor of order {order} is not positive-definite).")
 
 
-def _factor(A, name: str):
+def _factor(A, name):
     """The lower Cholesky factor of ``A`` (..., n, n), reading its lower
     triangle, no gradient: column ``j`` a step, ``c = A[:, j] - L L[j]^T``
-    (L's columns from ``j`` on still zeros)."""
+    (L's columns from ``j`` on still zeros).  ``name`` None: no check,
+    ``(L, info)`` as potrf leaves them (``_partial``)."""
     n = A.shape[-1]
     batch = tuple(A.shape[:-2])
     nb = len(batch)
@@ -108,6 +109,7 @@ def _factor(A, name: str):
     rows = ops.iota(batch + (n, 1), dt.int64, nb, A)
     cols = ops.iota(batch + (1, n), dt.int64, nb + 1, A)
     info = ops.full(batch, 0, dt.int64, A)
+    failed_pivot = ops.broadcast_to(_zero(A), batch)
     L = ops.broadcast_to(_zero(A), tuple(A.shape))
     for j in range(n):
         a = ops.slice_(A, (0,) * nb + (0, j), batch + (n, j + 1), (1,) * (nb + 2))
@@ -116,12 +118,33 @@ def _factor(A, name: str):
         d = ops.reshape(ops.slice_(c, (0,) * nb + (j, 0), batch + (j + 1, 1), (1,) * (nb + 2)),
                         batch)
         # (not d > 0: a NaN pivot fails too, as potrf's check)
-        info = ops.where(ops.logical_and(ops.eq(info, 0), ops.logical_not(ops.gt(d, 0))),
-                         ops.full((), j + 1, dt.int64, A), info)
+        first_failure = ops.logical_and(ops.eq(info, 0), ops.logical_not(ops.gt(d, 0)))
+        info = ops.where(first_failure, ops.full((), j + 1, dt.int64, A), info)
+        failed_pivot = ops.where(first_failure, d, failed_pivot)
         s = ops.reshape(ops.sqrt(d), batch + (1, 1))
         col = ops.where(ops.gt(rows, j), ops.div(c, s), ops.where(ops.eq(rows, j), s, _zero(A)))
         L = ops.where(ops.eq(cols, j), col, L)
+    if name is None:
+        return _partial(L, info, failed_pivot, A), info
     return _checked_info(L, info, name)
+
+
+def _partial(L, info, failed_pivot, A):
+    """What potrf leaves where it stops (``info`` the order, 0 if none):
+    L's columns before the failing one, the failing pivot unrooted on the
+    diagonal, and ``A``'s lower triangle from there on (as eager
+    ``linalg_lapack._partial_cholesky``)."""
+    n = A.shape[-1]
+    batch = tuple(info.shape)
+    nb = len(batch)
+    rows = ops.iota(batch + (n, 1), dt.int64, nb, A)
+    cols = ops.iota(batch + (1, n), dt.int64, nb + 1, A)
+    stop = ops.reshape(ops.where(ops.eq(info, 0), ops.full((), n, dt.int64, A),
+                                 ops.sub(info, ops.full((), 1, dt.int64, A))), batch + (1, 1))
+    rest = ops.where(ops.logical_and(ops.eq(rows, cols), ops.eq(cols, stop)),
+                     ops.reshape(failed_pivot, batch + (1, 1)),
+                     ops.where(ops.ge(rows, cols), A, _zero(A)))
+    return ops.where(ops.lt(cols, stop), L, rest)
 
 
 def _checked_info(L, info, name: str):
@@ -144,14 +167,18 @@ def _checked_info(L, info, name: str):
     return ops.where(ops.ge(seen, 0), L, ops.full((), float("nan"), L.dtype, L))
 
 
-def cholesky(A, name: str):
-    """The lower Cholesky factor of real ``A`` (..., n, n) while tracing,
+def cholesky(A, name):
+    """The lower Cholesky factor of real ``A`` (..., n, n) while tracing
+    (``name`` None: unchecked, ``(L, info)``, cholesky_ex's),
     with PyTorch's gradient: ``X + (l - l)``, ``l = L Psi(L^-1 A L^-T)``
     (L and L^-1 fixed), ``Psi(N) = (tril(N) + tril(N^T, -1)) / 2``, whose
     VJP is ``L^-T ((P + tril(P, -1)^T) / 2) L^-1``, ``P = tril(L^T g)``."""
     n = A.shape[-1]
     batch = tuple(A.shape[:-2])
     L = _factor(A, name)
+    info = None
+    if name is None:
+        L, info = L
     Linv = _substitute(L, ops.broadcast_to(eye(n, A.dtype, A), batch + (n, n)), False, False)
     Lf, If = ops.stop_gradient(L), ops.stop_gradient(Linv)
     IfT = mT(If)
@@ -160,7 +187,11 @@ def cholesky(A, name: str):
     psi = ops.add(ops.where(_tri_mask(n, False, False, A), N, _zero(A)),
                   ops.where(_tri_mask(n, False, True, A), Nt, _zero(A)))
     l = ops.matmul(Lf, ops.mul(psi, ops.full((), 0.5, A.dtype, A)))
-    return ops.add(L, ops.sub(l, ops.stop_gradient(l)))
+    diff = ops.sub(l, ops.stop_gradient(l))
+    if info is None:
+        return ops.add(L, diff)
+    # (a partial factor's NaNs in l: the value keeps potrf's, no gradient there)
+    return ops.add(L, ops.where(ops.eq(diff, diff), diff, _zero(diff))), info
 
 
 def cholesky_solve(B, L):
