@@ -3,10 +3,11 @@ logdet solve cholesky qr svd svdvals eigh eigvalsh pinv pinverse``.
 
 Invariant: each runs NumPy's LAPACK on its operands' values (``concrete``):
 eager only, a ``TraceError`` naming the op inside ``tracec.compile``, but
-for ``inv solve cholesky solve_triangular cholesky_solve`` (and their
-aliases, ``inv_ex solve_ex cholesky_ex`` with ``check_errors=True``) on
-real matrices up to ``linalg_gauss_jordan.MAX_N``: a traced call records
-them in primitives (``linalg_gauss_jordan``, ``linalg_substitution``).  Each
+for ``inv solve cholesky cholesky_ex solve_triangular cholesky_solve det
+slogdet logdet`` (and their aliases, ``inv_ex solve_ex`` with
+``check_errors=True``) on real matrices up to ``linalg_gauss_jordan.MAX_N``:
+a traced call records them in primitives (``linalg_gauss_jordan``,
+``linalg_substitution``, ``linalg_det``).  Each
 is a custom ``autograd.Function``: ``inv det slogdet/logdet solve cholesky
 eigvalsh`` have their standard VJPs, ``eigh svd svdvals qr pinv pinverse
 lstsq`` PyTorch's (``linalg_grads``), computed in NumPy; a ``create_graph``
