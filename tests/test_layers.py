@@ -37,7 +37,7 @@ LAYERS = [
                   "tracec.math_extra", "tracec.math_trig", "tracec.math_special",
                   "tracec.math_igamma", "tracec.math_int",
                   "tracec.math_methods", "tracec.reductions_extra", "tracec.quickselect", "tracec.linalg",
-                  "tracec.linalg_lapack", "tracec.linalg_householder", "tracec.linalg_gauss_jordan", "tracec.blas_dot", "tracec.expand_writes", "tracec.linalg_ldl", "tracec.lapack_lu", "tracec.linalg_grads", "tracec.lowrank", "tracec.special",
+                  "tracec.linalg_lapack", "tracec.linalg_householder", "tracec.linalg_gauss_jordan", "tracec.linalg_substitution", "tracec.linalg_det", "tracec.blas_dot", "tracec.expand_writes", "tracec.linalg_ldl", "tracec.lapack_lu", "tracec.linalg_grads", "tracec.lowrank", "tracec.special",
                   "tracec.control_flow", "tracec.fx", "tracec.overrides", "tracec.__config__", "tracec.__future__",
                   "tracec.subclass_dispatch",
                   "tracec.onnx",

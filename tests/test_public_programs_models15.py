@@ -5,7 +5,7 @@ torch.linalg.cholesky / cholesky_solve / solve_triangular, the log marginal
 likelihood from the Cholesky diagonal fitted by Adam, MultivariateNormal
 posterior samples with scale_tril, then torch.triangular_solve /
 cholesky_inverse / cholesky_ex / slogdet / LinAlgError; its compiled step
-runs eagerly: LAPACK is eager only); weihua916/powerful-gnns' GIN
+compiles: the factorizations trace up to 64x64); weihua916/powerful-gnns' GIN
 (GraphCNN with torch.sparse.FloatTensor adjacency and pooling matrices and
 torch.spmm, sum / average / max neighbour pooling, main.py's loop with
 StepLR) and GraphSAGE / GIN layers over index_add_ / scatter_add_;
@@ -31,9 +31,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models15"
 
 CASES = ["gp_regression.py", "gin_graphs.py", "imagenet_loop.py", "onecycle_amp_loop.py"]
-# (torch.linalg.cholesky is LAPACK through NumPy, eager only: the GP's
-# compiled step says it runs eagerly)
-EAGER_FALLBACK: set = {"gp_regression.py"}
+# (the GP's compiled step compiles: cholesky / cholesky_solve / solve_triangular
+# trace, tracec.linalg_substitution)
+EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 

@@ -42,9 +42,9 @@ PROGS = ROOT / "tests" / "programs" / "models44"
 
 CASES = ["gcn_sparse_csr.py", "bayesopt_sobol.py", "chebykan_dimenet.py", "vit_main.py",
          "ddp_single_gpu.py"]
-# tracec's torch.linalg.cholesky (and cholesky_solve) run LAPACK through
-# NumPy, eagerly only: the GP's compiled fitting step runs eagerly
-EAGER_FALLBACK = {"bayesopt_sobol.py"}
+# (the GP's compiled fitting step compiles: torch.linalg.cholesky and
+# cholesky_solve trace, tracec.linalg_substitution)
+EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 

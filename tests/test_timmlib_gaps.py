@@ -195,25 +195,27 @@ def test_foreach_errors_are_pytorchs(call):
 
 
 # --- an eager-only op under compile (timm's Kron: torch.compile(fullgraph=True) around
-# linalg.solve_triangular) is named as such, not as data-dependent control flow ---
+# linalg.solve_triangular, eager only above 64x64: smaller ones trace,
+# tests/test_compiled_linalg.py) is named as such, not as data-dependent control flow ---
 
 def _solve_right(X, A):
     return tracec.linalg.solve_triangular(A, X, upper=True, left=False)
 
 
 def test_eager_only_op_under_fullgraph_compile_says_what_it_is():
-    X, A = tracec.randn(3, 4), tracec.eye(4) + tracec.randn(4, 4).triu()
+    X, A = tracec.randn(3, 65), tracec.eye(65) + tracec.randn(65, 65).triu()
     fn = tracec.compile(_solve_right, fullgraph=True)
     with pytest.raises(tracec.TraceError) as e:
         fn(X, A)
     msg = str(e.value)
-    assert "LinalgSolveTriangular() (eager only: LAPACK through NumPy) cannot be recorded" in msg
+    assert "LinalgSolveTriangular() (eager only: LAPACK through NumPy for matrices larger " \
+           "than 64x64, here 65x65" in msg and "cannot be recorded" in msg
     assert "control flow" not in msg and 'fallback="eager"' in msg
 
 
 def test_eager_only_op_under_eager_fallback_runs_as_torch():
     r = np.random.default_rng(3)
-    x, a = r.standard_normal((3, 4)), np.eye(4) + np.triu(r.standard_normal((4, 4)))
+    x, a = r.standard_normal((3, 65)), 8 * np.eye(65) + np.triu(r.standard_normal((65, 65)))
     ref = torch.linalg.solve_triangular(torch.tensor(a), torch.tensor(x), upper=True, left=False)
     with pytest.warns(UserWarning, match="running eagerly"):
         got = tracec.compile(_solve_right, fallback="eager")(tracec.tensor(x), tracec.tensor(a))

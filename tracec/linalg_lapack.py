@@ -2,7 +2,12 @@
 logdet solve cholesky qr svd svdvals eigh eigvalsh pinv pinverse``.
 
 Invariant: each runs NumPy's LAPACK on its operands' values (``concrete``):
-eager only, a ``TraceError`` naming the op inside ``tracec.compile``.  Each
+eager only, a ``TraceError`` naming the op inside ``tracec.compile``, but
+for ``inv solve cholesky cholesky_ex solve_triangular cholesky_solve det
+slogdet logdet`` (and their aliases, ``inv_ex solve_ex`` with
+``check_errors=True``) on real matrices up to ``linalg_gauss_jordan.MAX_N``:
+a traced call records them in primitives (``linalg_gauss_jordan``,
+``linalg_substitution``, ``linalg_det``).  Each
 is a custom ``autograd.Function``: ``inv det slogdet/logdet solve cholesky
 eigvalsh`` have their standard VJPs, ``eigh svd svdvals qr pinv pinverse
 lstsq`` PyTorch's (``linalg_grads``), computed in NumPy; a ``create_graph``
@@ -30,7 +35,7 @@ from tracec import shape_ops as S
 from tracec._C import _LinAlgError
 from tracec.functions import promote, tensor_arg
 from tracec.ops.core import broadcast_shapes
-from tracec import lapack_lu, linalg_gauss_jordan
+from tracec import lapack_lu, linalg_det, linalg_gauss_jordan, linalg_substitution
 from tracec.lapack_lu import getrf as _lu_np
 from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import RECORDERS, Tensor, concrete
@@ -100,8 +105,24 @@ def _square(x, name, complex_ok=False):
 
 # --- factorizations (eager, NumPy) ---------------------------------------------------------------
 
+def _traced(A) -> bool:
+    """Whether a call on ``A`` records its traced form (``linalg_gauss_jordan``,
+    ``linalg_substitution``): while tracing, real float32/float64 matrices
+    up to ``MAX_N`` (the loop is unrolled into the trace)."""
+    # (a symbolic n is specialized, int(): the loop unrolls a known number of steps)
+    return bool(RECORDERS) and A.dtype in (dt.float32, dt.float64) and \
+        int(A.shape[-1]) <= linalg_gauss_jordan.MAX_N
+
+
 def _np(x, name):
-    a = concrete(x, f"{name}() (eager only: LAPACK through NumPy)")
+    why = f"{name}() (eager only: LAPACK through NumPy)"
+    if RECORDERS and x.ndim >= 2 and isinstance(x.shape[-1], int) and \
+            x.shape[-1] > linalg_gauss_jordan.MAX_N:
+        why = (f"{name}() (eager only: LAPACK through NumPy for matrices larger than "
+               f"{linalg_gauss_jordan.MAX_N}x{linalg_gauss_jordan.MAX_N}, here "
+               f"{x.shape[-2]}x{x.shape[-1]}: the traced elimination is unrolled, a step per "
+               "column)")
+    a = concrete(x, why)
     return a.astype(np.float32) if x.dtype in (dt.float16, dt.bfloat16) else a
 
 
@@ -207,7 +228,7 @@ _inv = _function("LinalgInvEx", _inv_fwd,
 
 def inv(input):
     A = _square(input, "linalg.inv", complex_ok=True)
-    if RECORDERS and A.dtype in (dt.float32, dt.float64):
+    if _traced(A):
         # (a traced call reads no values: Gauss-Jordan in primitives)
         return F._named(linalg_gauss_jordan.inverse(A, "linalg.inv"), "LinalgInvExBackward0")
     return _inv(A)
@@ -246,7 +267,11 @@ _det = _function("LinalgDet", _det_fwd, _det_bwd, _det_graph_bwd)
 
 
 def det(input):
-    return _det(_square(input, "linalg.det"))
+    A = _square(input, "linalg.det")
+    if _traced(A):
+        return F._named(linalg_det.det(A, "linalg.det", A.requires_grad and _graph.is_grad_enabled()),
+                        "LinalgDetBackward0")
+    return _det(A)
 
 
 def _logabsdet_fwd(ctx, a):
@@ -276,6 +301,12 @@ _logabsdet = _function("LinalgSlogdet", _logabsdet_fwd, _logabsdet_bwd, _logabsd
 
 def slogdet(input):
     input = _square(input, "linalg.slogdet")
+    if _traced(input):
+        sign, lad = linalg_det.slogdet(input, input.requires_grad and _graph.is_grad_enabled())
+        lad = F._named(lad, "LinalgSlogdetBackward0")
+        if lad.requires_grad:
+            sign = ops.where(ops.full(tuple(sign.shape), False, dt.bool_, like=sign), lad, sign)
+        return SlogdetResult(sign, lad)
     sign = _wrap(np.linalg.slogdet(_np(input, "linalg.slogdet"))[0], input)
     lad = _logabsdet(input)
     if lad.requires_grad:   # PyTorch's sign is an output of the node too (zero gradient)
@@ -341,8 +372,25 @@ def solve(A, B, *, left=True):
     if (rows if left else cols) != n:
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
                            f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {rows}x{cols})")
-    X = _solve(A, Bm) if left else S.mT(_solve(S.mT(A), S.mT(Bm)))   # X A = B <=> A^T X^T = B^T
-    return ops.reshape(X, tuple(X.shape[:-1])) if vector else X
+    if left:
+        X = _solve_matrix(A, Bm)
+    else:       # X A = B  <=>  A^T X^T = B^T
+        X = F._named(S.mT(_solve_matrix(S.mT(A), S.mT(Bm))), "LinalgSolveExBackward0")
+    if vector:  # (a batch of A broadcasts a vector B: the solution has A's batch)
+        return F._named(ops.reshape(X, tuple(X.shape[:-1])), "LinalgSolveExBackward0")
+    return X
+
+
+_SOLVE_SINGULAR = ("torch.linalg.solve: {where}The solver failed because the input matrix "
+                   "is singular.")
+
+
+def _solve_matrix(A, B):
+    if _traced(A):
+        where = "(Batch element {index}): " if A.ndim > 2 or B.ndim > 2 else ""
+        X = linalg_gauss_jordan.solve(A, B, _SOLVE_SINGULAR.replace("{where}", where))
+        return F._named(X, "LinalgSolveExBackward0")
+    return _solve(A, B)
 
 
 @_lapack("cholesky", "linalg.cholesky: The factorization could not be completed because the "
@@ -379,6 +427,10 @@ def cholesky(A, *, upper=False):
 
 def _named_cholesky(A, upper, name):
     A = _square(A, name)
+    if _traced(A):
+        grad_fn = "CholeskyBackward0" if name == "cholesky" else "LinalgCholeskyExBackward0"
+        L = linalg_substitution.cholesky(A, name)
+        return F._named(S.mT(L) if upper else L, grad_fn)
     try:
         L = _cholesky(A)
     except LinAlgError:
@@ -809,6 +861,12 @@ def inv_ex(A, *, check_errors=False):
     of LAPACK's first zero pivot and the inverse what its LU solve leaves
     (infinities, NaNs), not differentiated; raising only with
     ``check_errors=True``."""
+    if RECORDERS:   # (traced: a zero pivot raises at run time, so only with check_errors)
+        A = _square(A, "linalg.inv_ex")
+        if not (check_errors and _traced(A)):
+            _np(A, "linalg.inv_ex(check_errors=False)")
+        return InvExResult(F._named(linalg_gauss_jordan.inverse(A, "linalg.inv_ex"),
+                                    "LinalgInvExBackward0"), _info(A))
     try:
         inverse_ = inv(A)
     except LinAlgError as e:
@@ -848,6 +906,13 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     LAPACK's partial ``L`` there, as PyTorch), raising only with
     ``check_errors=True``."""
     A = _square(A, "linalg.cholesky_ex")
+    if _traced(A):
+        if check_errors:
+            L = _named_cholesky(A, upper, "linalg.cholesky_ex")
+            return CholeskyExResult(L, _info(L))
+        L, info = linalg_substitution.cholesky(A, None)
+        return CholeskyExResult(F._named(S.mT(L) if upper else L, "LinalgCholeskyExBackward0"),
+                                ops.cast(info, dt.int32))
     try:
         L = cholesky(A, upper=upper)
         return CholeskyExResult(L, _info(L))
@@ -871,6 +936,9 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
 def solve_ex(A, B, *, left=True, check_errors=False):
     """``(X, info)``; for a singular A, info and X as LAPACK's LU solve
     leaves them (see ``inv_ex``), raising only with ``check_errors=True``."""
+    if RECORDERS and not (check_errors and _traced(_square(A, "linalg.solve_ex"))):
+        # (traced, a singular A raises at run time: only with check_errors)
+        _np(_square(A, "linalg.solve_ex"), "linalg.solve_ex(check_errors=False)")
     try:
         X = solve(A, B, left=left)
     except LinAlgError:
@@ -1033,7 +1101,17 @@ _tri_solve = _lapack("solve_triangular", "linalg.solve_triangular: The solver fa
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     A = _square(A, "linalg.solve_triangular")
     (A, B), _ = promote("linalg.solve_triangular", A, _float_input(B, "linalg.solve_triangular"))
+    if _traced(A):
+        return F._named(_traced_tri_solve(A, B, bool(upper), bool(left), bool(unitriangular)),
+                        "LinalgSolveTriangularBackward0")
     return _tri_solve(A, B, bool(upper), bool(left), bool(unitriangular))
+
+
+def _traced_tri_solve(A, B, upper, left, unit):
+    if left:
+        return linalg_substitution.solve_triangular(A, B, upper, unit)
+    # X A = B  <=>  A^T X^T = B^T (A^T's triangle the other one)
+    return S.mT(linalg_substitution.solve_triangular(S.mT(A), S.mT(B), not upper, unit))
 
 
 def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
@@ -1046,7 +1124,7 @@ def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False)
                "torch.linalg.solve_triangular(A, B).")
     M = S.mT(A) if transpose else A
     X = solve_triangular(M, input, upper=upper != transpose, unitriangular=unitriangular)
-    return TriangularSolveResult(X, S.clone(A))
+    return TriangularSolveResult(F._named(X, "TriangularSolveBackward0"), S.clone(A))
 
 
 def _from_factor(L, upper):
@@ -1056,7 +1134,12 @@ def _from_factor(L, upper):
 
 
 def cholesky_solve(input, input2, upper=False):
-    """(L L^T)^-1 B from a Cholesky factor."""
+    """(L L^T)^-1 B from a Cholesky factor (traced: two triangular solves)."""
+    L = _float_input(input2, "cholesky_solve")
+    if _traced(L):
+        (B, L), _ = promote("cholesky_solve", _float_input(input, "cholesky_solve"), L)
+        return F._named(linalg_substitution.cholesky_solve(B, S.mT(L) if upper else L),
+                        "CholeskySolveBackward0")
     return solve(_from_factor(_float_input(input2, "cholesky_solve"), upper), input)
 
 
