@@ -15,7 +15,9 @@ registers (VL lanes per register: 16 float32 with AVX-512), loads NR/VL
 vectors of B and broadcasts MR scalars of A per k, and issues one FMA per
 accumulator: MR=8, NR=2*VL with AVX-512 (16 accumulators of 32 registers),
 MR=6 with AVX2.  The first K slice stores C without reading it.  Edge tiles
-are computed in full into a stack tile and copied out element by element.
+store C with masked vector loads and stores; one at most VL wide (N = 200
+leaves 8 columns of the last 32-wide tile) accumulates one vector per row,
+not NR / VL.
 
 Either operand may be stored transposed (``ta`` / ``tb``: the source of a
 folded ``transpose``); only the packing differs.  Packing that keeps the
@@ -37,8 +39,6 @@ library (``gemm_lib.py``) that modules call (or, where a module builder
 does not use libraries, emitted once per module and shared by its GEMMs).
 """
 from __future__ import annotations
-
-import math
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, DenseIntOrFPElementsAttr, i32
@@ -202,7 +202,10 @@ def _column_blocks(nb: int, mt: int, npan: int, threads: int) -> int:
     group of work units (one per row block) that packs its slice of B once:
     enough groups that every thread packs its own B, and enough units (two
     per thread) for the dynamic schedule to balance; no more, since every
-    column block packs A again."""
+    column block packs A again: where the row blocks alone give the threads
+    enough units, only into blocks of at least ``MIN_SPLIT_PANELS`` panels
+    (a narrow N, 200 of [M, 10000] @ [10000, 200], stays whole: A is
+    packed once)."""
     nsplit = min(npan, max(1, _cdiv(threads, nb)))
     if nb * mt >= 2 * threads:
         # Enough row blocks to share: a split's cost, packing A again per
