@@ -75,3 +75,22 @@ def test_narrow_n_is_not_split_when_rows_suffice():
     assert gemm._column_blocks(1, 79, 7, 8) == 1
     assert gemm._column_blocks(1, 1, 7, 8) == 7
     assert gemm._column_blocks(1, 16, 64, 2) == 2
+
+
+@pytest.mark.parametrize("dtype", [tracec.float32, tracec.float64])
+def test_avx2_edge_tiles_equal_torch(dtype):
+    """The same micro-kernel for 256-bit vectors (x86-64-v3: VL 8 / 4, MR 6):
+    N = 40, 45, 57 give float32 edges of 8 (narrow), 13, 9 and float64
+    edges of none, 5, 1 (narrow)."""
+    from tracec.backends.cpu import codegen
+    if not codegen.host()[0].startswith("x86_64") or "+avx2" not in codegen.host()[2]:
+        pytest.skip("this CPU does not run x86-64-v3 code")
+    f = _products()["nt"]
+    tol = 1e-4 if dtype is tracec.float32 else 1e-11
+    with codegen.targeting("x86-64-v3"):
+        assert gemm.params_for(dtype)[1] == 6
+        for n in (40, 45, 57):
+            a, b = _operands("nt", n, dtype)
+            want = f(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+            got = _compiled(f, tracec.from_numpy(a), tracec.from_numpy(b)).numpy()
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"N = {n}")
