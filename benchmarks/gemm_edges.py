@@ -51,7 +51,7 @@ def main() -> None:
         err = float(np.abs(got - want).max() / np.abs(want).max())
         if args.profile:
             print(name)
-            print(ours.profile(*targs, repeat=3))
+            ours.profile(*targs, repeat=3)     # prints its table
         best = {"tracec": float("inf"), "torch": float("inf")}
         for _ in range(args.rounds):
             for who, f, a in (("tracec", ours, targs), ("torch", fn, oargs)):
