@@ -15,7 +15,9 @@ registers (VL lanes per register: 16 float32 with AVX-512), loads NR/VL
 vectors of B and broadcasts MR scalars of A per k, and issues one FMA per
 accumulator: MR=8, NR=2*VL with AVX-512 (16 accumulators of 32 registers),
 MR=6 with AVX2.  The first K slice stores C without reading it.  Edge tiles
-are computed in full into a stack tile and copied out element by element.
+store C with masked vector loads and stores; one at most VL wide (N = 200
+leaves 8 columns of the last 32-wide tile) accumulates one vector per row,
+not NR / VL.
 
 Either operand may be stored transposed (``ta`` / ``tb``: the source of a
 folded ``transpose``); only the packing differs.  Packing that keeps the
@@ -38,8 +40,6 @@ does not use libraries, emitted once per module and shared by its GEMMs).
 """
 from __future__ import annotations
 
-import math
-
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, DenseIntOrFPElementsAttr, i32
 
@@ -53,6 +53,9 @@ __all__ = ["suitable", "emit_gemm", "params_for"]
 KC = 256
 MC_PANELS = 16
 NC = 2048
+#: The fewest NR panels per column block worth packing A again for (when
+#: row blocks alone give the threads enough work units).
+MIN_SPLIT_PANELS = 16
 
 
 def params_for(d: dt.DType) -> tuple[int, int, int]:
@@ -96,7 +99,13 @@ def _vptr(fb: FuncBuilder, base, idx, elt, vt):
 
 def _emit_microkernel(mb, name: str, elt, vl: int, mr: int, nr: int) -> str:
     """``void @name(ptr Ap, ptr Bp, ptr C, i64 kc, i64 ldc, i1 first, i64 rows,
-    i64 cols)``: C[rows x cols] (first ? = : +=) Ap . Bp."""
+    i64 cols)``: C[rows x cols] (first ? = : +=) Ap . Bp.
+
+    A tile at most ``vl`` wide (N's edge: N = 200 leaves 8 of a 32-wide
+    tile) runs a loop of its own over one vector of B per k: half the FMAs
+    of the full tile.  Edge tiles store C with masked vector loads and
+    stores (``llvm.masked.*``: nothing outside the tile is touched)."""
+    from tracec.backends.cpu.gemm_small import _lanes_below, _load, _store
     es = 4 if elt == F32 else 8
     vt = vec(elt, vl)
     nv = nr // vl
@@ -105,22 +114,44 @@ def _emit_microkernel(mb, name: str, elt, vl: int, mr: int, nr: int) -> str:
     ap, bp, cp, kc, ldc, first, rows, cols = fb.args
     zero = splat_zero(fb, vt, elt)
 
-    def kstep(k, *accs):
-        bvs = [fb.load(fb.gep(bp, fb.add(fb.mul(k, fb.i64(nv)), fb.i64(j)), vt), vt, 64)
-               for j in range(nv)]
-        out = list(accs)
-        abase = fb.mul(k, fb.i64(mr))
-        for r in range(mr):
-            a = fb.load(fb.gep(ap, fb.add(abase, fb.i64(r)), elt), elt, es)
-            av = broadcast(fb, a, vt)
-            for j in range(nv):
-                q = r * nv + j
-                out[q] = fb.emit(llvm.FMAOp(av, bvs[j], out[q]))
-        return out
-    accs = fb.for_range(fb.i64(0), kc, kstep, carried=[zero] * (mr * nv))
+    def accumulate(nvec: int):
+        def kstep(k, *accs):
+            bvs = [fb.load(fb.gep(bp, fb.add(fb.mul(k, fb.i64(nv)), fb.i64(j)), vt), vt, 64)
+                   for j in range(nvec)]
+            out = list(accs)
+            abase = fb.mul(k, fb.i64(mr))
+            for r in range(mr):
+                a = fb.load(fb.gep(ap, fb.add(abase, fb.i64(r)), elt), elt, es)
+                av = broadcast(fb, a, vt)
+                for j in range(nvec):
+                    q = r * nvec + j
+                    out[q] = fb.emit(llvm.FMAOp(av, bvs[j], out[q]))
+            return out
+        return fb.for_range(fb.i64(0), kc, kstep, carried=[zero] * (mr * nvec))
 
+    def masked_out(accs, nvec: int):
+        """C[r, j * vl + lane] for r < rows, j * vl + lane < cols."""
+        left = [fb.ibin("sub", cols, fb.i64(j * vl)) for j in range(nvec)]
+        for r in range(mr):
+            inside = fb.icmp("slt", fb.i64(r), rows)
+            for j in range(nvec):
+                mask = _lanes_below(fb, vl, fb.select(inside, left[j], fb.i64(0)))
+                p = fb.gep(cp, fb.add(fb.mul(fb.i64(r), ldc), fb.i64(j * vl)), elt)
+                acc = accs[r * nvec + j]
+                old = _load(fb, p, vt, es, mask)
+                _store(fb, fb.select(first, acc, fb.fbin("fadd", old, acc)), p, es, mask)
+
+    wideb, narrowb, done = fb.new_block(), fb.new_block(), fb.new_block()
+    fb.cond_br(fb.icmp("sgt", cols, fb.i64(vl)), wideb, narrowb)
+
+    fb.set_block(narrowb)
+    masked_out(accumulate(1), 1)
+    fb.br(done)
+
+    fb.set_block(wideb)
+    accs = accumulate(nv)
     full = fb.ibin("and", fb.icmp("eq", rows, fb.i64(mr)), fb.icmp("eq", cols, fb.i64(nr)))
-    fullb, partb, done = fb.new_block(), fb.new_block(), fb.new_block()
+    fullb, partb = fb.new_block(), fb.new_block()
     fb.cond_br(full, fullb, partb)
 
     fb.set_block(fullb)
@@ -141,21 +172,7 @@ def _emit_microkernel(mb, name: str, elt, vl: int, mr: int, nr: int) -> str:
     fb.br(done)
 
     fb.set_block(partb)
-    tile = fb.alloca(elt, mr * nr, 64)
-    for r in range(mr):
-        for j in range(nv):
-            fb.store(accs[r * nv + j], fb.gep(tile, fb.i64(r * nv + j), vt), 64)
-
-    def prow(r):
-        def pcol(c):
-            v = fb.load(fb.gep(tile, fb.add(fb.mul(r, fb.i64(nr)), c), elt), elt, es)
-            p = fb.gep(cp, fb.add(fb.mul(r, ldc), c), elt)
-            old = fb.load(p, elt, es)
-            fb.store(fb.select(first, v, fb.fbin("fadd", old, v)), p, es)
-            return ()
-        fb.for_range(fb.i64(0), cols, pcol)
-        return ()
-    fb.for_range(fb.i64(0), rows, prow)
+    masked_out(accs, nv)
     fb.br(done)
     fb.set_block(done)
     fb.ret_()
@@ -185,8 +202,16 @@ def _column_blocks(nb: int, mt: int, npan: int, threads: int) -> int:
     group of work units (one per row block) that packs its slice of B once:
     enough groups that every thread packs its own B, and enough units (two
     per thread) for the dynamic schedule to balance; no more, since every
-    column block packs A again."""
+    column block packs A again: where the row blocks alone give the threads
+    enough units, only into blocks of at least ``MIN_SPLIT_PANELS`` panels
+    (a narrow N, 200 of [M, 10000] @ [10000, 200], stays whole: A is
+    packed once)."""
     nsplit = min(npan, max(1, _cdiv(threads, nb)))
+    if nb * mt >= 2 * threads:
+        # Enough row blocks to share: a split's cost, packing A again per
+        # column block, outweighs its gain unless the blocks stay wide
+        # (N = 200 in two blocks: A, [M, K], packed twice for 12 panels).
+        nsplit = min(nsplit, max(1, npan // MIN_SPLIT_PANELS))
     if nb * nsplit * mt < 2 * threads:
         nsplit = min(npan, _cdiv(2 * threads, nb * mt))
     return max(1, nsplit)
