@@ -308,3 +308,19 @@ print(builds)
     assert len(one) == 1 and one[0][0] == "tracec-gemm-library" and len(one[0][1]) > 1, one
     two = eval(_run(code, _env(tmp_path / "two", TRACEC_COMPILE_JOBS="2")))
     assert {r for _, roots in two for r in roots} == set(one[0][1]), (one, two)
+
+
+def test_a_missing_helper_function_entry_is_rebuilt(tmp_path, monkeypatch):
+    # A process that stops between two compile tasks' cache writes can leave
+    # a routine's entry (naming the micro-kernel it calls) without the
+    # micro-kernel's: the library then asked to build the micro-kernel as if
+    # it were a routine (KeyError) on every later compile needing it.  It is
+    # emitted with the routines of its element type now.
+    from tracec.backends.cpu import codegen, gemm_lib
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path))
+    name = "tracec_gemmlib_gemm_ukernel_f64"
+    t = codegen.target()
+    gemm_lib._objects.pop((t, name), None)
+    out = gemm_lib._collect([name], t, 1)
+    assert name in out and out[name][0]
+    assert name in out[name][2]

@@ -449,7 +449,20 @@ def _module(roots: list[str]):
     from tracec.backends.cpu import gemm, gemm_small
     from tracec.backends.cpu.builder import F32, F64, ModuleBuilder
     mb = ModuleBuilder(_PREFIX)
+    emit: list[str] = []
     for name in roots:
+        if name in _ROUTINES:
+            emit.append(name)
+            continue
+        # A function the routines call (the micro-kernel, a packing
+        # function) whose entry is missing from the disk cache while an
+        # entry that calls it is there (a process stopped between two
+        # objects' writes): the routines of its element type bring it in
+        # (those found on disk are read, not compiled: _queue_tasks).
+        ds = [d for d in ("float32", "float64") if name.endswith("_" + _elt_name(d))] or \
+            ["float32", "float64"]
+        emit += [r for d in ds for r in routines(d)]
+    for name in dict.fromkeys(emit):
         d, kind, ta, tb = _ROUTINES[name]
         dtype = dt.to_dtype(d)
         elt = F32 if dtype is dt.float32 else F64
