@@ -82,6 +82,13 @@ import numpy as np, torch, tracec
 from tracec.backends.cpu import codegen, gemm
 rng = np.random.default_rng(0)
 f = lambda a, b: a @ b.t()
+# the host's library linked first: the x86-64-v3 code must call its own
+# target's routines (a name-keyed table gave it the host's: heap corruption)
+a, b = rng.standard_normal((37, 300)).astype(np.float32), rng.standard_normal((40, 300)).astype(np.float32)
+host = tracec.compile(f, backend="cpu")
+host(tracec.from_numpy(a), tracec.from_numpy(b))
+np.testing.assert_allclose(host(tracec.from_numpy(a), tracec.from_numpy(b)).numpy(), a @ b.T,
+                           rtol=1e-4, atol=1e-4)
 with codegen.targeting("x86-64-v3"):
     for npd, d, tol in ((np.float32, tracec.float32, 1e-4), (np.float64, tracec.float64, 1e-11)):
         assert gemm.params_for(d)[1] == 6
@@ -101,10 +108,11 @@ print("ok")
 def test_avx2_edge_tiles_equal_torch(tmp_path):
     """The same micro-kernel for 256-bit vectors (x86-64-v3: VL 8 / 4, MR 6):
     N = 40, 45, 57 give float32 edges of 8 (narrow), 13, 9 and float64
-    edges of none, 5, 1 (narrow).  In a process of its own: one that has
-    linked the host's GEMM library would call it from the x86-64-v3 code
-    (``gemm_lib._linked`` is keyed by name, not target: its MR and NR
-    differ, and its packing overruns the buffers the caller sized)."""
+    edges of none, 5, 1 (narrow).  In a process of its own, which links
+    the host's GEMM library first: the x86-64-v3 code calls its own
+    target's routines (``gemm_lib._linked`` was keyed by name only, and the
+    host's, of other MR and NR, overran the buffers the caller sized: heap
+    corruption)."""
     import os
     import subprocess
     import sys

@@ -159,7 +159,7 @@ _tasks: list = []
 _queue: list = []
 _worker = [False]
 _link_lock = threading.Lock()
-#: name -> address of the functions linked into this process (host target)
+#: (target, name) -> address of the functions linked into this process
 _linked: dict = {}
 #: the JIT libraries (resource trackers) holding them: they live for the process
 _libraries: list = []
@@ -573,16 +573,22 @@ def addresses(names) -> dict[str, int]:
     library functions they need that it has not linked yet are linked now,
     as one library (their objects; what those call that they do not
     define, linked before, resolves to its address)."""
+    from tracec.backends.cpu import codegen
     names = _expand(names)
+    # (keyed by the target too: a module compiled under
+    # ``codegen.targeting("x86-64-v3")`` after the host's library was linked
+    # must call that target's routines, whose block sizes its code assumes;
+    # the host's AVX-512 ones overran its packing buffers)
+    t = codegen.target()
     with _link_lock:
-        if any(n not in _linked for n in names):
-            from tracec.backends.cpu import codegen, runtime
-            objs = _collect(names, codegen.target(), codegen.compile_jobs())
-            new = sorted(n for n in objs if n not in _linked)
+        if any((t, n) not in _linked for n in names):
+            from tracec.backends.cpu import runtime
+            objs = _collect(names, t, codegen.compile_jobs())
+            new = sorted(n for n in objs if (t, n) not in _linked)
             blobs = _objects_of(objs, new)
             defined = {d for n in new for d in objs[n][2]}
-            imports = {r: _linked[r] for n in new for r in objs[n][1] if r not in defined}
+            imports = {r: _linked[(t, r)] for n in new for r in objs[n][1] if r not in defined}
             tracker = runtime._link(codegen.pack_objects(blobs), new, imports, shared=True)
             _libraries.append(tracker)
-            _linked.update({n: int(tracker[n]) for n in new})
-        return {n: _linked[n] for n in names}
+            _linked.update({(t, n): int(tracker[n]) for n in new})
+        return {n: _linked[(t, n)] for n in names}
