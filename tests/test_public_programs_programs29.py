@@ -31,10 +31,9 @@ compound past the printed digits over 30 samples).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled step against the same
-step run eagerly).  The DEQ's and the Kalman filter's compiled steps run
-eagerly: torch.linalg.solve / torch.linalg.inv are LAPACK through NumPy,
-eager only, which tracec says (the DEQ's solver also reads residuals with
-.item(), a graph break under torch.compile too).
+step run eagerly).  The Kalman filter's step (linalg.solve, inv) compiles
+(tests/test_compiled_linalg.py); the DEQ's runs eagerly: its solver reads
+residuals with .item(), a graph break under torch.compile too.
 """
 import pathlib
 
@@ -49,7 +48,7 @@ CASES = ["deq_anderson.py", "kalman_filter.py", "svgd_mixture.py", "deep_sets_su
          "sindy_lorenz.py", "echo_state_network.py", "lj_md_force_matching.py",
          "koopman_ae_pendulum.py", "deep_ritz_poisson.py", "mc_dropout_heteroscedastic.py",
          "navier_stokes_grf.py", "hmc_bayesian_logreg.py"]
-EAGER_FALLBACK = {"deq_anderson.py", "kalman_filter.py"}
+EAGER_FALLBACK = {"deq_anderson.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
