@@ -57,14 +57,14 @@ with sdpa_kernel(SDPBackend.MATH):
 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
     try:
         flash_time = benchmark_torch_function_in_microseconds(F.scaled_dot_product_attention, query, key, value)
-        print(f"The flash attention implementation runs in {flash_time:.3f} microseconds")
+        print(f"[rng] The flash attention implementation runs in {flash_time:.3f} microseconds")
     except RuntimeError:
         print("FlashAttention is not supported. See warnings for reasons.")
 
 with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
     try:
         efficient_time = benchmark_torch_function_in_microseconds(F.scaled_dot_product_attention, query, key, value)
-        print(f"The memory efficient implementation runs in {efficient_time:.3f} microseconds")
+        print(f"[rng] The memory efficient implementation runs in {efficient_time:.3f} microseconds")
     except RuntimeError:
         print("EfficientAttention is not supported. See warnings for reasons.")
 

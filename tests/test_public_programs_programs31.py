@@ -1,0 +1,33 @@
+"""Public programs, small configurations (``tests/programs/programs31``):
+official pytorch/tutorials pages a new user runs first, as published (the
+page each follows is named in its header), on small synthetic data: the
+"Implementing High-Performance Transformers with Scaled Dot Product
+Attention" tutorial (sdpa_kernel backends, torch.utils.benchmark.Timer,
+CausalSelfAttention, a compiled model), and "Deep Learning for NLP with
+PyTorch" (its tensor and autograd introduction and the BoWClassifier).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1``; each checks a compiled training step against
+the same step run eagerly.  The SDPA tutorial's
+``y.transpose(1, 2).view(...)`` needs the attention output in the query's
+memory layout, as PyTorch's CPU flash kernel allocates it
+(test_programs31_gaps).
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "programs31"
+
+CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py"]
+EAGER_FALLBACK: set = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_programs31_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
