@@ -7,7 +7,17 @@
   projection ``view``-ed into heads and transposed) works; tracec returned
   a contiguous output and that ``view`` raised.  The math kernel (dropout,
   3-D inputs, ``sdpa_kernel(SDPBackend.MATH)``, a non-unit last stride)
-  still gives a contiguous result, as PyTorch's does."""
+  still gives a contiguous result, as PyTorch's does.
+* ``torch.library`` custom ops (the "Python Custom Operators" tutorial):
+  ``ctx.needs_input_grad`` in a registered ``setup_context`` / ``backward``
+  held the op Function's own three leading arguments first, so the
+  tutorial's ``grad * y if ctx.needs_input_grad[0] else None`` dropped
+  every gradient (``x.grad`` None: silently wrong); ``opcheck`` passed a
+  fake kernel whose strides differ from the real one's (PyTorch's
+  ``test_faketensor`` fails it), and failed an op that only mutates and
+  returns nothing for want of a fake kernel (PyTorch generates it)."""
+from typing import Sequence
+
 import numpy as np
 import pytest
 import torch
@@ -92,3 +102,97 @@ def test_sdpa_tutorial_heads_view_matches_torch(compiled, heads_compiled):
     np.testing.assert_allclose(loss.item(), want.item(), rtol=1e-5)
     for t, r in zip(tw, rw):
         np.testing.assert_allclose(r.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def _mm3(lib, tag):
+    """An op ``x * y * k`` over (Tensor, float, Tensor, int list) recording
+    the ``needs_input_grad`` its setup_context and backward see."""
+    seen = []
+
+    @lib.library.custom_op(f"p31gaps_{tag}::mm3", mutates_args=())
+    def mm3(x: lib.Tensor, k: float, y: lib.Tensor, box: Sequence[int]) -> lib.Tensor:
+        return lib.from_numpy(x.numpy(force=True) * y.numpy(force=True) * k)
+
+    def setup_context(ctx, inputs, output):
+        seen.append(ctx.needs_input_grad)
+        ctx.save_for_backward(inputs[0], inputs[2])
+        ctx.k = inputs[1]
+
+    def backward(ctx, grad):
+        seen.append(ctx.needs_input_grad)
+        x, y = ctx.saved_tensors
+        return (grad * y * ctx.k if ctx.needs_input_grad[0] else None, None,
+                grad * x * ctx.k if ctx.needs_input_grad[2] else None, None)
+
+    mm3.register_autograd(backward, setup_context=setup_context)
+    return mm3, seen
+
+
+@pytest.mark.parametrize("which", [(True, False), (False, True), (True, True)])
+def test_custom_op_needs_input_grad_is_per_op_input(which):
+    rng = np.random.RandomState(2)
+    a, b = rng.randn(3).astype(np.float32), rng.randn(3).astype(np.float32)
+    res = []
+    for lib in (torch, tracec):
+        op, seen = _mm3(lib, f"{lib.__name__}_{which[0]}_{which[1]}")
+        x = lib.tensor(a, requires_grad=which[0])
+        y = lib.tensor(b, requires_grad=which[1])
+        op(x, 2.0, y, (1, 2)).sum().backward()
+        res.append((seen, [None if t.grad is None else t.grad.numpy() for t in (x, y)]))
+    (want_seen, want_g), (got_seen, got_g) = res
+    assert got_seen == want_seen
+    for w, g in zip(want_g, got_g):
+        assert (w is None) == (g is None)
+        if w is not None:
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def _crop_op(lib, tag, permuted_kernel):
+    @lib.library.custom_op(f"p31gaps_{tag}::crop", mutates_args=())
+    def crop(pic: lib.Tensor, box: Sequence[int]) -> lib.Tensor:
+        x0, y0, x1, y1 = box
+        if permuted_kernel:
+            hwc = np.ascontiguousarray(pic.numpy().transpose(1, 2, 0)[y0:y1, x0:x1])
+            return lib.from_numpy(hwc).permute(2, 0, 1)
+        return lib.from_numpy(np.ascontiguousarray(pic.numpy()[:, y0:y1, x0:x1]))
+
+    @crop.register_fake
+    def _(pic, box):
+        x0, y0, x1, y1 = box
+        return pic.new_empty(y1 - y0, x1 - x0, pic.shape[0]).permute(2, 0, 1)
+    return crop
+
+
+@pytest.mark.parametrize("permuted_kernel", [True, False], ids=["same", "mismatch"])
+def test_opcheck_compares_fake_strides(permuted_kernel):
+    outcome = []
+    for lib in (torch, tracec):
+        op = _crop_op(lib, f"{lib.__name__}_{permuted_kernel}", permuted_kernel)
+        try:
+            lib.library.opcheck(op, [lib.randn(3, 8, 10), (2, 2, 6, 5)])
+            outcome.append("ok")
+        except Exception as e:
+            outcome.append(str(e))
+    want, got = outcome
+    assert (want == "ok") == permuted_kernel
+    if not permuted_kernel:
+        assert "Stride mismatch! Strides are (12, 4, 1) and (1, 12, 3) (mismatched at 0)!" in want
+    tail = want[want.index("Stride mismatch"):] if "Stride" in want else want
+    assert tail in got
+
+
+def test_opcheck_mutating_op_needs_no_fake():
+    """(an op returning nothing without mutating is still refused, as by PyTorch)"""
+    for lib in (torch, tracec):
+        @lib.library.custom_op(f"p31gaps_{lib.__name__}::nsin", mutates_args={"output"},
+                               device_types="cpu")
+        def nsin(input: lib.Tensor, output: lib.Tensor) -> None:
+            np.sin(input.numpy(), out=output.numpy())
+
+        @lib.library.custom_op(f"p31gaps_{lib.__name__}::noop", mutates_args=())
+        def noop(input: lib.Tensor) -> None:
+            pass
+        for example in ([lib.randn(3), lib.empty(3)], [lib.randn(0, 3), lib.empty(0, 3)]):
+            assert lib.library.opcheck(nsin, example)["test_faketensor"] == "SUCCESS"
+        with pytest.raises(Exception, match="There was no fake impl registered"):
+            lib.library.opcheck(noop, [lib.randn(3)])

@@ -3,15 +3,21 @@ official pytorch/tutorials pages a new user runs first, as published (the
 page each follows is named in its header), on small synthetic data: the
 "Implementing High-Performance Transformers with Scaled Dot Product
 Attention" tutorial (sdpa_kernel backends, torch.utils.benchmark.Timer,
-CausalSelfAttention, a compiled model), and "Deep Learning for NLP with
-PyTorch" (its tensor and autograd introduction and the BoWClassifier).
+CausalSelfAttention, a compiled model), "Deep Learning for NLP with
+PyTorch" (its tensor and autograd introduction and the BoWClassifier), and
+"Python Custom Operators" (torch.library.custom_op with register_fake,
+register_autograd, a mutating op, opcheck).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled training step against
 the same step run eagerly.  The SDPA tutorial's
 ``y.transpose(1, 2).view(...)`` needs the attention output in the query's
-memory layout, as PyTorch's CPU flash kernel allocates it
-(test_programs31_gaps).
+memory layout, as PyTorch's CPU flash kernel allocates it; the custom-op
+tutorial's backward reads ``ctx.needs_input_grad`` per op input, and its
+mutating op needs no fake kernel in opcheck (test_programs31_gaps).  The
+custom-op program's compiled step runs eagerly under tracec.compile: its op
+computes in NumPy, which compiled native code cannot call back into (tracec
+says so; torch.compile keeps such an op as an opaque call in its graph).
 """
 import pathlib
 
@@ -22,8 +28,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs31"
 
-CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py"]
-EAGER_FALLBACK: set = set()
+CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py", "python_custom_ops.py"]
+EAGER_FALLBACK = {"python_custom_ops.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
