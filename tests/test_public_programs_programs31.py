@@ -6,7 +6,10 @@ Attention" tutorial (sdpa_kernel backends, torch.utils.benchmark.Timer,
 CausalSelfAttention, a compiled model), "Deep Learning for NLP with
 PyTorch" (its tensor and autograd introduction and the BoWClassifier), and
 "Python Custom Operators" (torch.library.custom_op with register_fake,
-register_autograd, a mutating op, opcheck).
+register_autograd, a mutating op, opcheck), and the "PyTorch Profiler"
+recipe (record_function ranges, key_averages tables, a schedule with
+on_trace_ready, a profiled training loop; what it prints is what does not
+depend on timings or operator names).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled training step against
@@ -28,7 +31,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs31"
 
-CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py", "python_custom_ops.py"]
+CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py", "python_custom_ops.py",
+         "profiler_recipe.py"]
 EAGER_FALLBACK = {"python_custom_ops.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
