@@ -15,7 +15,16 @@
   every gradient (``x.grad`` None: silently wrong); ``opcheck`` passed a
   fake kernel whose strides differ from the real one's (PyTorch's
   ``test_faketensor`` fails it), and failed an op that only mutates and
-  returns nothing for want of a fake kernel (PyTorch generates it)."""
+  returns nothing for want of a fake kernel (PyTorch generates it).
+* ``number * t`` / ``number + t`` (the autograd tutorial's ``c = 2 * b``):
+  PyTorch's ``__rmul__`` / ``__radd__`` are ``self.mul(other)`` /
+  ``self.add(other)``, so ``grad_fn.next_functions`` lists the tensor's
+  edge first; ``number - t`` and ``number ** t`` (``rsub`` /
+  ``pow(Scalar, Tensor)``) have the tensor as their node's only input.
+  tracec listed ``(None, 0)`` first, or two edges.
+* An integer or bool result (``(x * 4).long()``, ``.int()``, ``.to(int32)``)
+  required grad and had a ``ToCopyBackward0`` in tracec; in PyTorch it never
+  requires grad (no gradient flowed through it in tracec either)."""
 from typing import Sequence
 
 import numpy as np
@@ -196,3 +205,58 @@ def test_opcheck_mutating_op_needs_no_fake():
             assert lib.library.opcheck(nsin, example)["test_faketensor"] == "SUCCESS"
         with pytest.raises(Exception, match="There was no fake impl registered"):
             lib.library.opcheck(noop, [lib.randn(3)])
+
+
+REFLECTED = {"radd": lambda b: 2 + b, "rmul": lambda b: 2 * b, "rmul_float": lambda b: 2.5 * b,
+             "rsub": lambda b: 2 - b, "rdiv": lambda b: 2 / b, "rpow": lambda b: 2 ** b,
+             "rsub_int_tensor": lambda b: 3 - (b * 4).long().float()}
+
+
+def _edges_names(grad_fn):
+    return [(None if n is None else type(n).__name__, i) for n, i in grad_fn.next_functions]
+
+
+@pytest.mark.parametrize("name", list(REFLECTED))
+def test_reflected_operators_next_functions(name):
+    got = []
+    for lib in (torch, tracec):
+        b = lib.tensor([0.3, 0.5, 0.9], requires_grad=True).sin()
+        out = REFLECTED[name](b)
+        g = out.grad_fn
+        got.append((type(g).__name__ if g is not None else None,
+                    _edges_names(g) if g is not None else None, out.detach().numpy()))
+        if g is not None:
+            out.sum().backward()
+    (tn, te, tv), (rn, re_, rv) = got
+    assert (rn, re_) == (tn, te)
+    np.testing.assert_allclose(rv, tv, rtol=1e-6)
+
+
+def test_reflected_operators_gradients():
+    """(the edges changed, not the gradients: 2 * b + 3 - b ** 2 ...)"""
+    grads = []
+    for lib in (torch, tracec):
+        a = lib.tensor([0.3, 0.5, 0.9], requires_grad=True)
+        b = a.sin()
+        ((2 * b) + (1 + b) * (3 - b) + 2 ** b + 2.5 / b).sum().backward()
+        grads.append(a.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5)
+
+
+INT_RESULTS = {"long": lambda b: (b * 4).long(), "to_int32": lambda b: (b * 4).to(torch_or(b).int32),
+               "floor_int": lambda b: b.floor().int(), "round_long": lambda b: (b * 4).round().long(),
+               "bool": lambda b: b.bool(), "rsub_of_cast": lambda b: 3 - (b * 4).long().float()}
+
+
+def torch_or(t):
+    return torch if isinstance(t, torch.Tensor) else tracec
+
+
+@pytest.mark.parametrize("name", list(INT_RESULTS))
+def test_integer_results_do_not_require_grad(name):
+    seen = []
+    for lib in (torch, tracec):
+        b = lib.tensor([0.3, 0.5, 1.9], requires_grad=True)
+        out = INT_RESULTS[name](b)
+        seen.append((out.requires_grad, out.grad_fn is None, str(out.dtype).split(".")[-1]))
+    assert seen[1] == seen[0]

@@ -9,7 +9,10 @@ PyTorch" (its tensor and autograd introduction and the BoWClassifier), and
 register_autograd, a mutating op, opcheck), and the "PyTorch Profiler"
 recipe (record_function ranges, key_averages tables, a schedule with
 on_trace_ready, a profiled training loop; what it prints is what does not
-depend on timings or operator names).
+depend on timings or operator names), and the Intro to PyTorch series'
+"The Fundamentals of Autograd" (grad_fn chains through next_functions,
+TinyModel trained by hand, no_grad / detach, the in-place leaf error,
+autograd.functional.jacobian and vjp).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled training step against
@@ -17,7 +20,9 @@ the same step run eagerly.  The SDPA tutorial's
 ``y.transpose(1, 2).view(...)`` needs the attention output in the query's
 memory layout, as PyTorch's CPU flash kernel allocates it; the custom-op
 tutorial's backward reads ``ctx.needs_input_grad`` per op input, and its
-mutating op needs no fake kernel in opcheck (test_programs31_gaps).  The
+mutating op needs no fake kernel in opcheck; the autograd tutorial's
+``2 * b`` lists the tensor's edge first in next_functions, and an integer
+cast's result does not require grad (test_programs31_gaps).  The
 custom-op program's compiled step runs eagerly under tracec.compile: its op
 computes in NumPy, which compiled native code cannot call back into (tracec
 says so; torch.compile keeps such an op as an opaque call in its graph).
@@ -32,7 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs31"
 
 CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py", "python_custom_ops.py",
-         "profiler_recipe.py"]
+         "profiler_recipe.py", "autograd_yt.py"]
 EAGER_FALLBACK = {"python_custom_ops.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
