@@ -12,7 +12,10 @@ on_trace_ready, a profiled training loop; what it prints is what does not
 depend on timings or operator names), and the Intro to PyTorch series'
 "The Fundamentals of Autograd" (grad_fn chains through next_functions,
 TinyModel trained by hand, no_grad / detach, the in-place leaf error,
-autograd.functional.jacobian and vjp).
+autograd.functional.jacobian and vjp), and the "Autograd mechanics" notes
+with the blitz autograd tutorial (saved tensors, grad modes, inference
+mode, the in-place correctness error, tensor and post-accumulate hooks, a
+frozen backbone, a create_graph gradient penalty).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled training step against
@@ -37,7 +40,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs31"
 
 CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py", "python_custom_ops.py",
-         "profiler_recipe.py", "autograd_yt.py"]
+         "profiler_recipe.py", "autograd_yt.py",
+         "autograd_mechanics.py"]
 EAGER_FALLBACK = {"python_custom_ops.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
