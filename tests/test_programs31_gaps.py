@@ -24,7 +24,9 @@
   tracec listed ``(None, 0)`` first, or two edges.
 * An integer or bool result (``(x * 4).long()``, ``.int()``, ``.to(int32)``)
   required grad and had a ``ToCopyBackward0`` in tracec; in PyTorch it never
-  requires grad (no gradient flowed through it in tracec either)."""
+  requires grad (no gradient flowed through it in tracec either).
+* ``SummaryWriter.add_image`` / ``add_images`` (the TensorBoard recipe)
+  raised NotImplementedError; they now write PyTorch's image summary."""
 from typing import Sequence
 
 import numpy as np
@@ -260,3 +262,38 @@ def test_integer_results_do_not_require_grad(name):
         out = INT_RESULTS[name](b)
         seen.append((out.requires_grad, out.grad_fn is None, str(out.dtype).split(".")[-1]))
     assert seen[1] == seen[0]
+
+
+IMAGES = {"CHW_float": ((3, 5, 7), "CHW", np.float32), "HWC_uint8": ((5, 7, 3), "HWC", np.uint8),
+          "CHW_one_channel": ((1, 4, 6), "CHW", np.float32), "HW": ((4, 6), "HW", np.float64),
+          "NCHW_grid": ((10, 1, 3, 4), "NCHW", np.float32), "NHWC": ((3, 4, 5, 3), "NHWC", np.float32)}
+
+
+@pytest.mark.parametrize("name", list(IMAGES))
+def test_tensorboard_image_summary_matches_torch(name):
+    """SummaryWriter.add_image / add_images raised NotImplementedError: the
+    image summary, PyTorch's pixels and PNG, for every data format."""
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("PIL")
+    from torch.utils.tensorboard.summary import image as torch_image
+    from tracec.utils.tensorboard.images import image
+    shape, fmt, dtype = IMAGES[name]
+    rng = np.random.RandomState(3)
+    a = (rng.rand(*shape) * (255 if dtype == np.uint8 else 1.2) - (0 if dtype == np.uint8 else 0.1)).astype(dtype)
+    want = torch_image("img", torch.from_numpy(a), dataformats=fmt)
+    got = image("img", tracec.from_numpy(a).numpy(), dataformats=fmt)
+    assert got == want
+
+
+def test_tensorboard_add_image_reads_back(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tracec.utils.tensorboard import SummaryWriter
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_image("grid", tracec.rand(3, 8, 12), 0)
+        w.add_images("batch", tracec.rand(4, 1, 5, 5), 1)
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert sorted(acc.Tags()["images"]) == ["batch", "grid"]
+    assert (acc.Images("grid")[0].width, acc.Images("grid")[0].height) == (12, 8)
+    assert (acc.Images("batch")[0].width, acc.Images("batch")[0].height, acc.Images("batch")[0].step) == (20, 5, 1)

@@ -15,7 +15,9 @@ TinyModel trained by hand, no_grad / detach, the in-place leaf error,
 autograd.functional.jacobian and vjp), and the "Autograd mechanics" notes
 with the blitz autograd tutorial (saved tensors, grad modes, inference
 mode, the in-place correctness error, tensor and post-accumulate hooks, a
-frozen backbone, a create_graph gradient penalty).
+frozen backbone, a create_graph gradient penalty), and the TensorBoard
+recipes (SummaryWriter scalars, add_scalars, add_image, add_histogram, read
+back with tensorboard's EventAccumulator).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled training step against
@@ -25,7 +27,8 @@ memory layout, as PyTorch's CPU flash kernel allocates it; the custom-op
 tutorial's backward reads ``ctx.needs_input_grad`` per op input, and its
 mutating op needs no fake kernel in opcheck; the autograd tutorial's
 ``2 * b`` lists the tensor's edge first in next_functions, and an integer
-cast's result does not require grad (test_programs31_gaps).  The
+cast's result does not require grad, and SummaryWriter.add_image writes
+PyTorch's image summary (test_programs31_gaps).  The
 custom-op program's compiled step runs eagerly under tracec.compile: its op
 computes in NumPy, which compiled native code cannot call back into (tracec
 says so; torch.compile keeps such an op as an opaque call in its graph).
@@ -41,7 +44,7 @@ PROGS = ROOT / "tests" / "programs" / "programs31"
 
 CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py", "python_custom_ops.py",
          "profiler_recipe.py", "autograd_yt.py",
-         "autograd_mechanics.py"]
+         "autograd_mechanics.py", "tensorboard_recipe.py"]
 EAGER_FALLBACK = {"python_custom_ops.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
