@@ -7,7 +7,10 @@
   projection ``view``-ed into heads and transposed) works; tracec returned
   a contiguous output and that ``view`` raised.  The math kernel (dropout,
   3-D inputs, ``sdpa_kernel(SDPBackend.MATH)``, a non-unit last stride)
-  still gives a contiguous result, as PyTorch's does.
+  still gives a contiguous result, as PyTorch's does.  Under
+  ``sdpa_kernel(SDPBackend.FLASH_ATTENTION)`` a call the flash kernel does
+  not take (dropout, 3-D / 5-D inputs, a 3-D mask, a non-unit last stride)
+  ran the math composite; PyTorch raises "No available kernel".
 * ``torch.library`` custom ops (the "Python Custom Operators" tutorial):
   ``ctx.needs_input_grad`` in a registered ``setup_context`` / ``backward``
   held the op Function's own three leading arguments first, so the
@@ -297,3 +300,33 @@ def test_tensorboard_add_image_reads_back(tmp_path):
     assert sorted(acc.Tags()["images"]) == ["batch", "grid"]
     assert (acc.Images("grid")[0].width, acc.Images("grid")[0].height) == (12, 8)
     assert (acc.Images("batch")[0].width, acc.Images("batch")[0].height, acc.Images("batch")[0].step) == (20, 5, 1)
+
+
+def _flash_case(lib, name):
+    q = lib.tensor(np.random.RandomState(4).rand(2, 4, 6, 8).astype(np.float32))
+    return {"ok": (q, q, q, {}),
+            "stride": (q.transpose(-1, -2).contiguous().transpose(-1, -2), q, q, {}),
+            "dropout": (q, q, q, {"dropout_p": 0.3}), "3d": (q[0], q[0], q[0], {}),
+            "mask3d": (q, q, q, {"attn_mask": lib.ones(4, 6, 6, dtype=lib.bool)}),
+            "mask4d": (q, q, q, {"attn_mask": lib.ones(2, 4, 6, 6, dtype=lib.bool)}),
+            "5d": (q[None], q[None], q[None], {})}[name]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", ["ok", "stride", "dropout", "3d", "mask3d", "mask4d", "5d"])
+def test_forced_flash_refuses_what_flash_cannot_run(name):
+    res = []
+    for lib in (torch, tracec):
+        q, k, v, kw = _flash_case(lib, name)
+        try:
+            with lib.nn.attention.sdpa_kernel(lib.nn.attention.SDPBackend.FLASH_ATTENTION):
+                out = lib.nn.functional.scaled_dot_product_attention(q, k, v, **kw)
+            res.append(("ok", out.shape if "dropout_p" in kw else out.detach().numpy()))
+        except RuntimeError as e:
+            res.append(("error", str(e)))
+    (tk, tv), (rk, rv) = res
+    assert rk == tk
+    if tk == "error":
+        assert rv == tv == "No available kernel.  Aborting execution."
+    elif not isinstance(tv, torch.Size):
+        np.testing.assert_allclose(rv, tv, rtol=1e-5, atol=1e-6)

@@ -153,8 +153,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         value = _repeat_heads(value, query.shape[-3], "value")
     _check_batch_dims(query, key)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if _cpu_flash(query, key, value, attn_mask, dropout_p) and \
-            all(t.stride(-1) == 1 for t in (query, key, value)):
+    flash = _cpu_flash(query, key, value, attn_mask, dropout_p) and \
+        all(t.stride(-1) == 1 for t in (query, key, value))
+    if not flash and not sdp_flags.math_sdp_enabled():
+        # (sdpa_kernel(SDPBackend.FLASH_ATTENTION) on a call the CPU flash
+        # kernel does not take: dropout, 3-D or 5-D inputs, a 3-D mask, a
+        # last dim that is not contiguous)
+        raise RuntimeError("No available kernel.  Aborting execution.")
+    if flash:
         return _query_layout(_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale),
                              query)
     return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
