@@ -19,7 +19,8 @@ frozen backbone, a create_graph gradient penalty), and the TensorBoard
 recipes (SummaryWriter scalars, add_scalars, add_image, add_histogram, read
 back with tensorboard's EventAccumulator), and the "Reasoning about Shapes"
 recipe (the meta device, torch.device("meta") as a context, forward hooks
-printing shapes, to_empty).
+printing shapes, to_empty), and the torch.export tutorial's first sections
+(export, ep.module(), Dim dynamic shapes, the static-shape guard).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; each checks a compiled training step against
@@ -47,7 +48,7 @@ PROGS = ROOT / "tests" / "programs" / "programs31"
 CASES = ["sdpa_tutorial.py", "nlp_bow_classifier.py", "python_custom_ops.py",
          "profiler_recipe.py", "autograd_yt.py",
          "autograd_mechanics.py", "tensorboard_recipe.py",
-         "reasoning_about_shapes.py"]
+         "reasoning_about_shapes.py", "export_tutorial.py"]
 EAGER_FALLBACK = {"python_custom_ops.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
