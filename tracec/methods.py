@@ -166,18 +166,34 @@ def _inplace_operator(name, fn):
 
 
 def _reflected_add(other, self):
-    # PyTorch's __radd__ is self.add(other): ``1 + coo`` is refused there too
+    # PyTorch's __radd__ is self.add(other): ``1 + coo`` is refused there
+    # too, and the node's first input (next_functions[0]) is the tensor's
     if SPARSE:
         F._refuse_sparse_dense(self, other)
-    return F.add(other, self)
+    return F.add(self, other)
+
+
+def _scalar_first(name, fn):
+    """``number OP tensor`` as PyTorch's ``rsub(Tensor, Scalar)`` /
+    ``pow(Scalar, Tensor)``: its node ``name`` has the tensor as its only
+    input (``next_functions``), not tracec's composite's two edges."""
+    def reflected(other, self):
+        out = fn(other, self)
+        if out._node is not None:
+            from tracec.node_views import TorchName
+            out._node._name = TorchName(name)
+            out._node._name.edges = (graph.edge_of(self),)
+        return out
+    return reflected
 
 
 Tensor.__add__ = _binop(F.add, ufunc=np.add)
 Tensor.__radd__ = _binop(_reflected_add, True)
 Tensor.__sub__ = _binop(F.sub, ufunc=np.subtract)
-Tensor.__rsub__ = _binop(lambda a, b: F._named(F.sub(a, b), "RsubBackward1"), True)
+Tensor.__rsub__ = _binop(_scalar_first("RsubBackward1", F.sub), True)
 Tensor.__mul__ = _binop(F.mul, ufunc=np.multiply)
-Tensor.__rmul__ = _binop(F.mul, True)
+# (PyTorch's __rmul__ is self.mul(other): the tensor is the node's first input)
+Tensor.__rmul__ = _binop(lambda other, self: F.mul(self, other), True)
 Tensor.__truediv__ = _binop(F.div, ufunc=np.true_divide)
 # ``number / tensor`` is ``tensor.reciprocal() * number``, as PyTorch's
 # Tensor.__rdiv__ computes it (its rounding, not a division's: 255 / t then
@@ -196,7 +212,7 @@ def _rtruediv_or_array(self, other):
 
 Tensor.__rtruediv__ = _rtruediv_or_array
 Tensor.__pow__ = _binop(F.pow, ufunc=np.power)
-Tensor.__rpow__ = _binop(F.pow, True)
+Tensor.__rpow__ = _binop(_scalar_first("PowBackward2", F.pow), True)
 Tensor.__matmul__ = _binop(F.matmul, ufunc=np.matmul)
 Tensor.__rmatmul__ = _binop(F.matmul, True)
 Tensor.__eq__ = _binop(F.eq, arrays=True)

@@ -505,7 +505,11 @@ class Tensor:
         out = _new_tensor(res, out_dtype)
         if res.base is not None and prim.name in _VIEW_PRIMS:
             _link_view(out, prim, rec_params, args[0], arrays[0])
-        if needs_grad and prim.vjp is not None and graph.is_grad_enabled():
+        if needs_grad and prim.vjp is not None and graph.is_grad_enabled() and \
+                (out_dtype.is_floating_point or out_dtype.category == 3):
+            # (an integer or bool result never requires grad, as in PyTorch:
+            # ``(x * 4).long()`` has no grad_fn; no gradient flows through
+            # one anyway, the cast back's VJP stops it)
             # The node keeps the symbolic sizes the recorder sees: a VJP run
             # inside a trace (autograd.grad there) computes with the symbol
             # (mean's 1/T), not the traced size baked in as a constant.

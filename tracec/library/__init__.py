@@ -131,6 +131,20 @@ class Operator:
         return self._function
 
 
+@contextlib.contextmanager
+def _op_needs_input_grad(ctx, extra: tuple):
+    """``ctx.needs_input_grad`` as the user's setup_context / backward see
+    it: one flag per op input (``ctx.needs_input_grad[0]`` is the first
+    input's), then ``extra``; not the Function's own leading ``op, kernel,
+    kw`` arguments, which the engine's flags cover and get back after."""
+    full = ctx.needs_input_grad
+    ctx.needs_input_grad = tuple(full[3:]) + extra
+    try:
+        yield
+    finally:
+        ctx.needs_input_grad = full
+
+
 class _OpFunction(Function):
     """Base of each op's autograd Function (``Operator.autograd_function``)."""
 
@@ -145,10 +159,13 @@ class _OpFunction(Function):
         op._check_aliasing(pos, kw, out)
         ctx.op, ctx.n_inputs = op, len(pos)
         if op.setup_context is not None:
-            if kw and "keyword_only_inputs" in inspect.signature(op.setup_context).parameters:
-                op.setup_context(ctx, tuple(pos), out, keyword_only_inputs=kw)
-            else:
-                op.setup_context(ctx, tuple(pos), out)
+            # PyTorch's setup_context sees one flag per op input and a last
+            # False (its keyword-only metadata argument)
+            with _op_needs_input_grad(ctx, (False,)):
+                if kw and "keyword_only_inputs" in inspect.signature(op.setup_context).parameters:
+                    op.setup_context(ctx, tuple(pos), out, keyword_only_inputs=kw)
+                else:
+                    op.setup_context(ctx, tuple(pos), out)
         return out
 
     @staticmethod
@@ -156,7 +173,8 @@ class _OpFunction(Function):
         op = ctx.op
         if op.backward is None:
             raise RuntimeError(_NO_AUTOGRAD.format(f"{op.namespace}.{op.name}.default"))
-        with _opaque(f"the backward of the custom op {op.qualname}"):
+        with _opaque(f"the backward of the custom op {op.qualname}"), \
+                _op_needs_input_grad(ctx, ()):
             g = op.backward(ctx, *grads)
         g = g if isinstance(g, tuple) else (g,)
         if len(g) != ctx.n_inputs:

@@ -153,6 +153,36 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         value = _repeat_heads(value, query.shape[-3], "value")
     _check_batch_dims(query, key)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    flash = _cpu_flash(query, key, value, attn_mask, dropout_p) and \
+        all(t.stride(-1) == 1 for t in (query, key, value))
+    if not flash and not sdp_flags.math_sdp_enabled():
+        # (sdpa_kernel(SDPBackend.FLASH_ATTENTION) on a call the CPU flash
+        # kernel does not take: dropout, 3-D or 5-D inputs, a 3-D mask, a
+        # last dim that is not contiguous)
+        raise RuntimeError("No available kernel.  Aborting execution.")
+    if flash:
+        return _query_layout(_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale),
+                             query)
+    return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def _query_layout(out: Tensor, query: Tensor) -> Tensor:
+    """``out`` laid out in memory as ``query`` is, as PyTorch's CPU flash
+    kernel allocates its output: a query that is a ``(B, L, H, E)`` buffer
+    seen as ``(B, H, L, E)`` (a projection ``view``-ed into heads and
+    ``transpose(1, 2)``-ed) gives an output whose ``transpose(1, 2)`` is
+    contiguous, so ``.transpose(1, 2).view(B, L, H * E)`` works (the math
+    kernel's output is contiguous)."""
+    strides = query.stride()
+    order = sorted(range(4), key=lambda d: -strides[d])
+    if order == [0, 1, 2, 3]:
+        return out
+    inverse = [order.index(d) for d in range(4)]
+    return out.permute(*order).contiguous().permute(*inverse)
+
+
+def _sdpa(query, key, value, attn_mask, dropout_p: float, is_causal: bool, scale: float):
+    """The kernel PyTorch's CPU dispatch picks, contiguous result."""
     if query.dtype in (dt.bfloat16, dt.float16) and query.device.type == "cpu":
         if _cpu_flash(query, key, value, attn_mask, dropout_p):
             return _flash_reduced(query, key, value, attn_mask, is_causal, scale)

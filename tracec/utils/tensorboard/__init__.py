@@ -4,11 +4,12 @@ or the ``tensorboard`` extra, to log).
 
 Covered: scalars (``add_scalar``, ``add_scalars`` with its one sub-run per
 tag), histograms (``add_histogram``, TensorBoard's default exponential
-buckets), text, hyperparameters (``add_hparams``; ``summary.hparams``'
-protos written through ``file_writer``, as Stable-Baselines3 does),
-``flush``/``close`` and the context manager; the run folder defaults to
+buckets), images (``add_image`` / ``add_images``, through ``images``),
+text, hyperparameters (``add_hparams``; ``summary.hparams``' protos written
+through ``file_writer``, as Stable-Baselines3 does), ``flush``/``close``
+and the context manager; the run folder defaults to
 ``runs/<date>_<host><comment>``.
-Image, audio, graph, embedding and mesh summaries raise
+Figure, audio, graph, embedding and mesh summaries raise
 ``NotImplementedError`` naming the method rather than writing nothing.
 Invariant: values are read eagerly (``.item()``/NumPy) -- a writer called
 inside ``tracec.compile`` is a Python side effect, which the tracer refuses.
@@ -176,14 +177,26 @@ class SummaryWriter:
         self._main().add_summary(Summary(value=[Summary.Value(
             tag=tag + "/text_summary", metadata=meta, tensor=proto)]), global_step, walltime)
 
+    def add_image(self, tag, img_tensor, global_step=None, walltime=None,
+                  dataformats="CHW") -> None:
+        from tracec.utils.tensorboard.images import image
+        self._main().add_summary(image(tag, _np(img_tensor), dataformats), global_step,
+                                 walltime)
+
+    def add_images(self, tag, img_tensor, global_step=None, walltime=None,
+                   dataformats="NCHW") -> None:
+        from tracec.utils.tensorboard.images import image
+        self._main().add_summary(image(tag, _np(img_tensor), dataformats), global_step,
+                                 walltime)
+
     def _unsupported(self, name):
         def method(*args, **kwargs):
             raise NotImplementedError(f"SummaryWriter.{name}: tracec's writer logs scalars, "
-                                      "histograms, text and hparams only")
+                                      "histograms, images, text and hparams only")
         return method
 
     def __getattr__(self, name):
-        if name in ("add_image", "add_images", "add_figure", "add_video", "add_audio",
+        if name in ("add_figure", "add_video", "add_audio",
                     "add_graph", "add_embedding", "add_mesh", "add_pr_curve",
                     "add_custom_scalars", "add_image_with_boxes"):
             return self._unsupported(name)
