@@ -423,3 +423,27 @@ def test_merge_masks_like_torch():
             assert r1[0] is None
         else:
             close(r1[0], r2[0], atol=0, rtol=0)
+
+
+def test_sdpa_without_grad_equals_the_grad_path_bit_for_bit():
+    # Eagerly without grad, rows with a live score skip _safe_softmax's two
+    # wheres (a plain softmax): the same bits as the path with grad, for
+    # rows fully masked (zeros) and not, and PyTorch's values.
+    import numpy as np
+    import torch as real_torch
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 2, 5, 4)).astype(np.float32) for _ in range(3))
+    mask = np.ones((5, 5), bool)
+    mask[2] = False                      # a row that attends to nothing
+    for m in (None, mask):
+        args = [tracec.tensor(a) for a in (q, k, v)]
+        mt = None if m is None else tracec.tensor(m)
+        with tracec.no_grad():
+            fast = tracec.nn.functional.scaled_dot_product_attention(*args, attn_mask=mt)
+        slow = tracec.nn.functional.scaled_dot_product_attention(
+            *[a.requires_grad_() for a in args], attn_mask=mt)
+        np.testing.assert_array_equal(fast.numpy(), slow.detach().numpy())
+        want = real_torch.nn.functional.scaled_dot_product_attention(
+            *[real_torch.tensor(a) for a in (q, k, v)],
+            attn_mask=None if m is None else real_torch.tensor(m))
+        np.testing.assert_allclose(fast.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

@@ -42,6 +42,11 @@ _NEG_INF = float("-inf")
 def _safe_softmax(scores: Tensor) -> Tensor:
     """Softmax over the last axis; rows that are all ``-inf`` give 0 (and
     no NaN reaches the backward: those rows are softmaxed as zeros)."""
+    if eager_direct(scores) and not scores.requires_grad and \
+            type(scores._data) is np.ndarray and not np.isneginf(scores._data).all(-1).any():
+        # (eagerly, with no gradient and no row all -inf: the two wheres
+        # select the softmax everywhere; ~75 of ~300 us of a small SDPA)
+        return TF.softmax(scores, -1)
     dead = ops.eq(TF.amax(scores.detach(), -1, keepdim=True), _NEG_INF)
     live = ops.where(dead, ops.zeros((), scores.dtype, like=scores), scores)
     return ops.where(dead, ops.zeros((), scores.dtype, like=scores), TF.softmax(live, -1))
