@@ -34,31 +34,29 @@ _C = (_F(0.00010703434948458272), _F(0.30354260500649682), _F(-0.224338364786723
 
 
 @functools.lru_cache(maxsize=None)
+def _cpuinfo_field(name: str) -> str:
+    """The first ``name`` field of /proc/cpuinfo ("" where it is unreadable
+    or has none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(name):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def _flags() -> frozenset:
     """The processor's feature flags as Linux names them (empty where
     /proc/cpuinfo is unreadable)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
+    return frozenset(_cpuinfo_field("flags").split())
 
 
-@functools.lru_cache(maxsize=None)
 def intel() -> bool:
     """Whether the processor is Intel's (MKL takes its AVX-512 kernels only
     there: on other vendors' processors its rounding is another)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip() == "GenuineIntel"
-    except OSError:
-        pass
-    return False
+    return _cpuinfo_field("vendor_id") == "GenuineIntel"
 
 
 def onednn_takes(dtype_name: str) -> bool:
